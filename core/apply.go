@@ -1,0 +1,705 @@
+package core
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+)
+
+// Apply applies one entry on top of ov and returns the proposer's answer and
+// the entry's Batch. The result's Err is a deterministic refusal (nothing was
+// written); a returned error means the state could not be read and the
+// replica must stop rather than diverge.
+func Apply(ov *Overlay, e *Entry) (*Result, *Batch, error) {
+	meta, err := ov.Meta()
+	if err != nil {
+		return nil, nil, fmt.Errorf("core: read meta: %w", err)
+	}
+	a := &applier{ov: ov, entry: e, meta: meta, rev: meta.Rev + 1}
+	var res *Result
+	switch op := e.Op; {
+	case op.Txn != nil:
+		res, err = a.txn(op.Txn)
+	case op.LeaseGrant != nil:
+		res, err = a.leaseGrant(op.LeaseGrant)
+	case op.LeaseRevoke != nil:
+		res, err = a.leaseRevoke(op.LeaseRevoke)
+	case op.Compact != nil:
+		res = a.compact(op.Compact)
+	default:
+		res = &Result{Err: errCode(CodeBadArguments, nil)}
+	}
+	if err != nil {
+		ov.Rollback()
+		return nil, nil, err
+	}
+	b := &Batch{Index: e.Index, Time: e.Time, Rev: meta.Rev}
+	if res.Err != nil {
+		ov.Rollback()
+		res.Rev = meta.Rev
+		return res, b, nil
+	}
+	if a.changed {
+		a.meta.Rev = a.rev
+		b.Rev, b.Changed = a.rev, true
+		b.Events = a.events
+	}
+	if a.changed || a.compactTo != 0 {
+		ov.putMeta(a.meta)
+	}
+	b.Compact = a.compactTo
+	ov.commit(b)
+	res.Rev = b.Rev
+	return res, b, nil
+}
+
+// applier carries the state of applying one entry.
+type applier struct {
+	ov    *Overlay
+	entry *Entry
+	meta  Meta
+	// rev is the revision this entry's writes carry; it becomes the store
+	// revision only if something is written (changed).
+	rev       int64
+	changed   bool
+	events    []Event
+	compactTo int64
+}
+
+func (a *applier) seenRev() int64 {
+	if a.changed {
+		return a.rev
+	}
+	return a.meta.Rev
+}
+
+func (a *applier) txn(t *Txn) (*Result, error) {
+	ok, err := a.compares(t.Compares)
+	if err != nil {
+		return nil, err
+	}
+	ops := t.Success
+	if !ok {
+		ops = t.Failure
+	}
+	res := &Result{Succeeded: ok, Ops: make([]OpResult, 0, len(ops))}
+	for i := range ops {
+		r, opErr, err := a.op(&ops[i], t.Auth)
+		if err != nil {
+			return nil, err
+		}
+		if opErr != nil {
+			res.Err, res.FailedOp = opErr, i
+			return res, nil
+		}
+		r.Rev = a.seenRev()
+		res.Ops = append(res.Ops, r)
+	}
+	return res, nil
+}
+
+func (a *applier) op(op *TxnOp, auth []ID) (OpResult, error, error) {
+	switch op.Kind {
+	case OpRange:
+		opts := RangeOptions{}
+		if op.Range != nil {
+			opts = *op.Range
+			opts.Rev = 0
+		}
+		r, err := DoRange(a.ov, op.Key, op.End, opts)
+		return r, nil, err
+	case OpPut:
+		return a.put(op)
+	case OpDeleteRange:
+		return a.deleteRange(op)
+	case OpTxn:
+		if op.Txn == nil {
+			return OpResult{}, errCode(CodeBadArguments, nil), nil
+		}
+		sub, err := a.txn(op.Txn)
+		if err != nil {
+			return OpResult{}, nil, err
+		}
+		if sub.Err != nil {
+			return OpResult{}, sub.Err, nil
+		}
+		sub.Rev = a.seenRev()
+		return OpResult{Kind: OpTxn, Txn: sub}, nil, nil
+	case OpCreate:
+		return a.create(op, auth)
+	case OpDelete:
+		return a.zkDelete(op, auth)
+	case OpSetData:
+		return a.setData(op, auth)
+	case OpCheck:
+		return a.check(op, auth)
+	case OpSetACL:
+		return a.setACL(op, auth)
+	case OpGet:
+		n, d, err := TreeNode(a.ov, op.Key)
+		if err != nil {
+			return OpResult{}, nil, err
+		}
+		if n == nil {
+			return OpResult{}, errCode(CodeNoNode, op.Key), nil
+		}
+		if !CheckACL(n.ACL, PermRead, auth) {
+			return OpResult{}, errCode(CodeNoAuth, op.Key), nil
+		}
+		return OpResult{Kind: OpGet, Node: n, Dir: d}, nil, nil
+	}
+	return OpResult{}, errCode(CodeBadArguments, nil), nil
+}
+
+// compares evaluates etcd compares in order; all must hold.
+func (a *applier) compares(cs []Compare) (bool, error) {
+	for i := range cs {
+		ok, err := evalCompare(a.ov, &cs[i])
+		if err != nil || !ok {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+func evalCompare(v View, c *Compare) (bool, error) {
+	var nodes []*Node
+	if err := rangeNodes(v, c.Key, c.End, func(n *Node) bool { nodes = append(nodes, n); return true }); err != nil {
+		return false, err
+	}
+	if len(nodes) == 0 {
+		if c.Target == CompareValue {
+			return false, nil
+		}
+		return compareNode(c, &Node{}), nil
+	}
+	for _, n := range nodes {
+		if !compareNode(c, n) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+func compareNode(c *Compare, n *Node) bool {
+	var r int
+	switch c.Target {
+	case CompareValue:
+		r = bytes.Compare(n.Value, c.Value)
+	case CompareVersion:
+		r = cmpInt(n.Version, c.Int)
+	case CompareCreateRev:
+		r = cmpInt(n.CreateRev, c.Int)
+	case CompareModRev:
+		r = cmpInt(n.ModRev, c.Int)
+	case CompareLease:
+		r = cmpInt(n.Lease, c.Int)
+	}
+	switch c.Result {
+	case CompareEqual:
+		return r == 0
+	case CompareNotEqual:
+		return r != 0
+	case CompareGreater:
+		return r > 0
+	case CompareLess:
+		return r < 0
+	}
+	return false
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// rangeNodes visits the stored nodes an etcd key/range_end pair names: just
+// key when end is empty, every key >= key when end is "\x00", else
+// [key, end).
+func rangeNodes(v View, key, end []byte, fn func(*Node) bool) error {
+	if len(end) == 0 {
+		n, err := v.Node(key)
+		if err != nil || n == nil {
+			return err
+		}
+		fn(n)
+		return nil
+	}
+	if len(end) == 1 && end[0] == 0 {
+		return v.Range(key, nil, fn)
+	}
+	if bytes.Compare(end, key) <= 0 {
+		return nil
+	}
+	return v.Range(key, end, fn)
+}
+
+func (a *applier) put(op *TxnOp) (OpResult, error, error) {
+	prev, err := a.ov.Node(op.Key)
+	if err != nil {
+		return OpResult{}, nil, err
+	}
+	if (op.IgnoreValue || op.IgnoreLease) && prev == nil {
+		return OpResult{}, errCode(CodeKeyNotFound, op.Key), nil
+	}
+	value, lease := op.Value, op.Lease
+	if op.IgnoreValue {
+		value = prev.Value
+	}
+	if op.IgnoreLease {
+		lease = prev.Lease
+	}
+	if lease != 0 {
+		le, err := a.ov.Lease(lease)
+		if err != nil {
+			return OpResult{}, nil, err
+		}
+		if le == nil {
+			return OpResult{}, errCode(CodeLeaseNotFound, op.Key), nil
+		}
+	}
+	var n *Node
+	if prev != nil {
+		n = prev.Clone()
+		n.Version++
+	} else {
+		n = &Node{Key: bytes.Clone(op.Key), CreateRev: a.rev, Version: 1, Ctime: a.entry.Time}
+	}
+	n.Value = bytes.Clone(value)
+	if n.Value == nil {
+		n.Value = []byte{}
+	}
+	n.ModRev, n.Mtime, n.Lease = a.rev, a.entry.Time, lease
+	if err := a.writeNode(prev, n); err != nil {
+		return OpResult{}, nil, err
+	}
+	r := OpResult{Kind: OpPut}
+	if op.PrevKV && prev != nil {
+		r.Prev = []*Node{prev}
+	}
+	return r, nil, nil
+}
+
+// writeNode stores n over prev (nil if new), keeping the lease index, the
+// tree and the event stream in step.
+func (a *applier) writeNode(prev, n *Node) error {
+	a.changed = true
+	if prev == nil || prev.Lease != n.Lease {
+		if prev != nil && prev.Lease != 0 {
+			a.ov.putLeaseKey(prev.Lease, n.Key, false)
+		}
+		if n.Lease != 0 {
+			a.ov.putLeaseKey(n.Lease, n.Key, true)
+		}
+	}
+	if prev == nil && IsTreePath(n.Key) && string(n.Key) != RootPath {
+		// An implicit node becoming a stored one is already in the tree.
+		d, err := a.ov.Dir(n.Key)
+		if err != nil {
+			return err
+		}
+		if d == nil || d.NumChildren == 0 {
+			if err := a.treeAdd(n.Key); err != nil {
+				return err
+			}
+		}
+	}
+	a.ov.putNode(n.Key, n)
+	a.events = append(a.events, Event{Type: EventPut, Node: n, Prev: prev})
+	return nil
+}
+
+// removeNode deletes the stored node prev.
+func (a *applier) removeNode(prev *Node) error {
+	a.changed = true
+	key := prev.Key
+	if prev.Lease != 0 {
+		a.ov.putLeaseKey(prev.Lease, key, false)
+	}
+	a.ov.putNode(key, nil)
+	a.events = append(a.events, Event{Type: EventDelete, Node: &Node{Key: key, ModRev: a.rev}, Prev: prev})
+	if !IsTreePath(key) || string(key) == RootPath {
+		return nil
+	}
+	d, err := a.ov.Dir(key)
+	if err != nil {
+		return err
+	}
+	if d != nil && d.NumChildren > 0 {
+		// Children keep it in the tree as an implicit parent.
+		nd := *d
+		nd.ImplicitRev, nd.ImplicitTime = a.rev, a.entry.Time
+		a.ov.putDir(key, &nd)
+		a.events = append(a.events, Event{Type: EventPut, Node: implicitNode(key, &nd), Implicit: true})
+		return nil
+	}
+	if d != nil {
+		a.ov.putDir(key, nil)
+	}
+	return a.treeRemove(key)
+}
+
+// treeAdd links a path that just became visible into its parent, making the
+// parent an implicit node (recursively) if it was not visible.
+func (a *applier) treeAdd(path []byte) error {
+	parent, _ := ParentPath(path)
+	d, err := a.ov.Dir(parent)
+	if err != nil {
+		return err
+	}
+	var nd Dir
+	if d != nil {
+		nd = *d
+	}
+	visible := string(parent) == RootPath || nd.NumChildren > 0
+	if !visible {
+		pn, err := a.ov.Node(parent)
+		if err != nil {
+			return err
+		}
+		visible = pn != nil
+	}
+	nd.NumChildren++
+	nd.Cversion++
+	nd.Pzxid = a.rev
+	nd.Seq++
+	if !visible {
+		nd.ImplicitRev, nd.ImplicitTime = a.rev, a.entry.Time
+		if err := a.treeAdd(parent); err != nil {
+			return err
+		}
+		a.events = append(a.events, Event{Type: EventPut, Node: implicitNode(parent, &nd), Implicit: true})
+	}
+	a.ov.putDir(parent, &nd)
+	a.ov.putChild(parent, BaseName(path), true)
+	return nil
+}
+
+// treeRemove unlinks a path that stopped being visible from its parent,
+// removing implicit parents left without children.
+func (a *applier) treeRemove(path []byte) error {
+	parent, _ := ParentPath(path)
+	d, err := a.ov.Dir(parent)
+	if err != nil {
+		return err
+	}
+	if d == nil {
+		return fmt.Errorf("core: tree index broken: %q has no dir record for child %q", parent, path)
+	}
+	nd := *d
+	nd.NumChildren--
+	nd.Cversion++
+	nd.Pzxid = a.rev
+	a.ov.putChild(parent, BaseName(path), false)
+	if nd.NumChildren == 0 && string(parent) != RootPath {
+		pn, err := a.ov.Node(parent)
+		if err != nil {
+			return err
+		}
+		if pn == nil {
+			a.ov.putDir(parent, nil)
+			a.events = append(a.events, Event{Type: EventDelete, Node: &Node{Key: bytes.Clone(parent), ModRev: a.rev}, Prev: implicitNode(parent, d), Implicit: true})
+			return a.treeRemove(parent)
+		}
+	}
+	a.ov.putDir(parent, &nd)
+	return nil
+}
+
+func (a *applier) deleteRange(op *TxnOp) (OpResult, error, error) {
+	var victims []*Node
+	if err := rangeNodes(a.ov, op.Key, op.End, func(n *Node) bool { victims = append(victims, n); return true }); err != nil {
+		return OpResult{}, nil, err
+	}
+	r := OpResult{Kind: OpDeleteRange, Deleted: int64(len(victims))}
+	for _, n := range victims {
+		if err := a.removeNode(n); err != nil {
+			return OpResult{}, nil, err
+		}
+	}
+	if op.PrevKV {
+		r.Prev = victims
+	}
+	return r, nil, nil
+}
+
+// zkVersionOK reports whether a ZooKeeper expected version (-1: any) matches.
+func zkVersionOK(expected int32, actual int32) bool {
+	return expected == -1 || expected == actual
+}
+
+func zkVersion(n *Node) int32 {
+	if n.Implicit {
+		return 0
+	}
+	return int32(n.Version - 1)
+}
+
+func (a *applier) create(op *TxnOp, auth []ID) (OpResult, error, error) {
+	opts := op.Create
+	if opts == nil {
+		opts = &CreateOptions{}
+	}
+	if !IsTreePath(op.Key) {
+		return OpResult{}, errCode(CodeBadArguments, op.Key), nil
+	}
+	parentPath, ok := ParentPath(op.Key)
+	if !ok {
+		return OpResult{}, errCode(CodeNodeExists, op.Key), nil
+	}
+	parent, pdir, err := TreeNode(a.ov, parentPath)
+	if err != nil {
+		return OpResult{}, nil, err
+	}
+	if parent == nil {
+		return OpResult{}, errCode(CodeNoNode, parentPath), nil
+	}
+	if !CheckACL(parent.ACL, PermCreate, auth) {
+		return OpResult{}, errCode(CodeNoAuth, parentPath), nil
+	}
+	path := op.Key
+	if opts.Sequential {
+		var seq int32
+		if pdir != nil {
+			seq = pdir.Seq
+		}
+		path = append(bytes.Clone(op.Key), fmt.Sprintf("%010d", seq)...)
+		if seq < 0 {
+			// ZooKeeper formats the wrapped counter the same way.
+			path = append(bytes.Clone(op.Key), strconv.FormatInt(int64(seq), 10)...)
+		}
+	}
+	existing, _, err := TreeNode(a.ov, path)
+	if err != nil {
+		return OpResult{}, nil, err
+	}
+	if existing != nil {
+		return OpResult{}, errCode(CodeNodeExists, path), nil
+	}
+	if parent.Lease != 0 && parent.Mode == ModePersistent {
+		return OpResult{}, errCode(CodeNoChildrenForEphemerals, parentPath), nil
+	}
+	if opts.Lease != 0 {
+		le, err := a.ov.Lease(opts.Lease)
+		if err != nil {
+			return OpResult{}, nil, err
+		}
+		if le == nil {
+			return OpResult{}, errCode(CodeSessionExpired, path), nil
+		}
+	}
+	if opts.ACL != nil && len(opts.ACL) == 0 {
+		return OpResult{}, errCode(CodeInvalidACL, path), nil
+	}
+	n := &Node{
+		Key: path, Value: bytes.Clone(op.Value), CreateRev: a.rev, ModRev: a.rev, Version: 1,
+		Lease: opts.Lease, Ctime: a.entry.Time, Mtime: a.entry.Time, Mode: opts.Mode, TTL: opts.TTL,
+		ACL: cloneACL(opts.ACL),
+	}
+	if n.Value == nil {
+		n.Value = []byte{}
+	}
+	if err := a.writeNode(nil, n); err != nil {
+		return OpResult{}, nil, err
+	}
+	return OpResult{Kind: OpCreate, Path: path, Node: n}, nil, nil
+}
+
+func cloneACL(acl []ACL) []ACL {
+	if acl == nil {
+		return nil
+	}
+	return append([]ACL{}, acl...)
+}
+
+func (a *applier) zkDelete(op *TxnOp, auth []ID) (OpResult, error, error) {
+	parentPath, ok := ParentPath(op.Key)
+	if !ok {
+		return OpResult{}, errCode(CodeBadArguments, op.Key), nil
+	}
+	parent, _, err := TreeNode(a.ov, parentPath)
+	if err != nil {
+		return OpResult{}, nil, err
+	}
+	if parent == nil {
+		return OpResult{}, errCode(CodeNoNode, op.Key), nil
+	}
+	if !CheckACL(parent.ACL, PermDelete, auth) {
+		return OpResult{}, errCode(CodeNoAuth, op.Key), nil
+	}
+	n, d, err := TreeNode(a.ov, op.Key)
+	if err != nil {
+		return OpResult{}, nil, err
+	}
+	if n == nil {
+		return OpResult{}, errCode(CodeNoNode, op.Key), nil
+	}
+	if !zkVersionOK(op.ExpectedVersion, zkVersion(n)) {
+		return OpResult{}, errCode(CodeBadVersion, op.Key), nil
+	}
+	if d != nil && d.NumChildren > 0 {
+		return OpResult{}, errCode(CodeNotEmpty, op.Key), nil
+	}
+	if err := a.removeNode(n); err != nil {
+		return OpResult{}, nil, err
+	}
+	return OpResult{Kind: OpDelete, Deleted: 1}, nil, nil
+}
+
+func (a *applier) setData(op *TxnOp, auth []ID) (OpResult, error, error) {
+	n, d, err := TreeNode(a.ov, op.Key)
+	if err != nil {
+		return OpResult{}, nil, err
+	}
+	if n == nil {
+		return OpResult{}, errCode(CodeNoNode, op.Key), nil
+	}
+	if !CheckACL(n.ACL, PermWrite, auth) {
+		return OpResult{}, errCode(CodeNoAuth, op.Key), nil
+	}
+	if !zkVersionOK(op.ExpectedVersion, zkVersion(n)) {
+		return OpResult{}, errCode(CodeBadVersion, op.Key), nil
+	}
+	var prev *Node
+	nn := n.Clone()
+	if n.Implicit {
+		// Writing data to an implicit parent makes it a stored node.
+		nn.Implicit, nn.Version = false, 1
+	} else {
+		prev = n
+	}
+	nn.Value = bytes.Clone(op.Value)
+	if nn.Value == nil {
+		nn.Value = []byte{}
+	}
+	nn.Version++
+	nn.ModRev, nn.Mtime = a.rev, a.entry.Time
+	if err := a.writeNode(prev, nn); err != nil {
+		return OpResult{}, nil, err
+	}
+	return OpResult{Kind: OpSetData, Node: nn, Dir: d}, nil, nil
+}
+
+func (a *applier) check(op *TxnOp, auth []ID) (OpResult, error, error) {
+	n, d, err := TreeNode(a.ov, op.Key)
+	if err != nil {
+		return OpResult{}, nil, err
+	}
+	if n == nil {
+		return OpResult{}, errCode(CodeNoNode, op.Key), nil
+	}
+	if !CheckACL(n.ACL, PermRead, auth) {
+		return OpResult{}, errCode(CodeNoAuth, op.Key), nil
+	}
+	if !zkVersionOK(op.ExpectedVersion, zkVersion(n)) {
+		return OpResult{}, errCode(CodeBadVersion, op.Key), nil
+	}
+	return OpResult{Kind: OpCheck, Node: n, Dir: d}, nil, nil
+}
+
+func (a *applier) setACL(op *TxnOp, auth []ID) (OpResult, error, error) {
+	n, d, err := TreeNode(a.ov, op.Key)
+	if err != nil {
+		return OpResult{}, nil, err
+	}
+	if n == nil {
+		return OpResult{}, errCode(CodeNoNode, op.Key), nil
+	}
+	if !CheckACL(n.ACL, PermAdmin, auth) {
+		return OpResult{}, errCode(CodeNoAuth, op.Key), nil
+	}
+	if op.ExpectedVersion != -1 && op.ExpectedVersion != n.Aversion {
+		return OpResult{}, errCode(CodeBadVersion, op.Key), nil
+	}
+	if len(op.ACL) == 0 {
+		return OpResult{}, errCode(CodeInvalidACL, op.Key), nil
+	}
+	nn := n.Clone()
+	var prev *Node
+	if n.Implicit {
+		nn.Implicit, nn.Version, nn.Value = false, 1, []byte{}
+	} else {
+		prev = n
+	}
+	nn.ACL = cloneACL(op.ACL)
+	nn.Aversion++
+	// An ACL change is not a data change: etcd's mod_revision stays, but
+	// the node record is rewritten at this revision.
+	a.changed = true
+	if prev == nil {
+		if err := a.writeNode(nil, nn); err != nil {
+			return OpResult{}, nil, err
+		}
+	} else {
+		a.ov.putNode(nn.Key, nn)
+	}
+	return OpResult{Kind: OpSetACL, Node: nn, Dir: d}, nil, nil
+}
+
+func (a *applier) leaseGrant(g *LeaseGrant) (*Result, error) {
+	if g.ID <= 0 {
+		return &Result{Err: errCode(CodeBadArguments, nil)}, nil
+	}
+	le, err := a.ov.Lease(g.ID)
+	if err != nil {
+		return nil, err
+	}
+	if le != nil {
+		return &Result{Err: errCode(CodeLeaseExists, nil)}, nil
+	}
+	nl := &Lease{ID: g.ID, TTL: g.TTL}
+	if g.Session != nil {
+		s := *g.Session
+		s.Password = bytes.Clone(s.Password)
+		nl.Session = &s
+	}
+	a.ov.putLease(g.ID, nl)
+	return &Result{}, nil
+}
+
+func (a *applier) leaseRevoke(r *LeaseRevoke) (*Result, error) {
+	le, err := a.ov.Lease(r.ID)
+	if err != nil {
+		return nil, err
+	}
+	if le == nil {
+		return &Result{Err: errCode(CodeLeaseNotFound, nil)}, nil
+	}
+	var keys [][]byte
+	if err := a.ov.LeaseKeys(r.ID, func(k []byte) bool { keys = append(keys, bytes.Clone(k)); return true }); err != nil {
+		return nil, err
+	}
+	res := &Result{}
+	for _, k := range keys {
+		n, err := a.ov.Node(k)
+		if err != nil {
+			return nil, err
+		}
+		if n == nil || n.Lease != r.ID {
+			return nil, fmt.Errorf("core: lease index broken: lease %d lists %q", r.ID, k)
+		}
+		if err := a.removeNode(n); err != nil {
+			return nil, err
+		}
+		res.Deleted++
+	}
+	a.ov.putLease(r.ID, nil)
+	return res, nil
+}
+
+func (a *applier) compact(c *Compact) *Result {
+	if c.Rev > a.meta.Rev {
+		return &Result{Err: ErrFutureRev}
+	}
+	if c.Rev <= a.meta.CompactRev {
+		return &Result{Err: ErrCompacted}
+	}
+	a.meta.CompactRev = c.Rev
+	a.compactTo = c.Rev
+	return &Result{}
+}

@@ -1,0 +1,502 @@
+package core
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// The binary forms below are what the log and the store keep. They are
+// deterministic (no maps, fixed field order) and start with a format byte so
+// a later format can be told apart.
+
+const formatV1 = 1
+
+var errCorrupt = errors.New("core: corrupt record")
+
+func putUint64(b []byte, v uint64) { binary.BigEndian.PutUint64(b, v) }
+func getUint64(b []byte) uint64    { return binary.BigEndian.Uint64(b) }
+
+type encoder struct{ b []byte }
+
+func (e *encoder) u(v uint64)  { e.b = binary.AppendUvarint(e.b, v) }
+func (e *encoder) i(v int64)   { e.b = binary.AppendVarint(e.b, v) }
+func (e *encoder) byte(v byte) { e.b = append(e.b, v) }
+func (e *encoder) bool(v bool) {
+	if v {
+		e.byte(1)
+	} else {
+		e.byte(0)
+	}
+}
+
+// bytes keeps nil and empty apart: length+1, 0 for nil.
+func (e *encoder) bytes(v []byte) {
+	if v == nil {
+		e.u(0)
+		return
+	}
+	e.u(uint64(len(v)) + 1)
+	e.b = append(e.b, v...)
+}
+func (e *encoder) str(s string) { e.u(uint64(len(s))); e.b = append(e.b, s...) }
+
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail() {
+	if d.err == nil {
+		d.err = errCorrupt
+	}
+}
+
+func (d *decoder) u() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) i() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) byte() byte {
+	if d.err != nil || len(d.b) == 0 {
+		d.fail()
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+func (d *decoder) bool() bool { return d.byte() != 0 }
+
+func (d *decoder) bytes() []byte {
+	n := d.u()
+	if d.err != nil || n == 0 {
+		return nil
+	}
+	n--
+	if n > uint64(len(d.b)) {
+		d.fail()
+		return nil
+	}
+	v := make([]byte, n)
+	copy(v, d.b)
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) str() string {
+	n := d.u()
+	if d.err != nil {
+		return ""
+	}
+	if n > uint64(len(d.b)) {
+		d.fail()
+		return ""
+	}
+	v := string(d.b[:n])
+	d.b = d.b[n:]
+	return v
+}
+
+// count reads a collection length, refusing one the remaining input cannot
+// hold (each element takes at least min bytes) so garbage cannot make us
+// allocate.
+func (d *decoder) count(min int) int {
+	n := d.u()
+	if d.err != nil {
+		return 0
+	}
+	if n > uint64(len(d.b)/min) {
+		d.fail()
+		return 0
+	}
+	return int(n)
+}
+
+func (d *decoder) header() {
+	if v := d.byte(); v != formatV1 && d.err == nil {
+		d.err = fmt.Errorf("core: unknown record format %d", v)
+	}
+}
+
+func (d *decoder) finish(what string) error {
+	if d.err == nil && len(d.b) != 0 {
+		d.err = errCorrupt
+	}
+	if d.err != nil {
+		return fmt.Errorf("decode %s: %w", what, d.err)
+	}
+	return nil
+}
+
+func (e *encoder) acl(acl []ACL) {
+	if acl == nil {
+		e.u(0)
+		return
+	}
+	e.u(uint64(len(acl)) + 1)
+	for _, a := range acl {
+		e.i(int64(a.Perms))
+		e.str(a.ID.Scheme)
+		e.str(a.ID.ID)
+	}
+}
+
+func (d *decoder) acl() []ACL {
+	n := d.u()
+	if d.err != nil || n == 0 {
+		return nil
+	}
+	n--
+	if n > uint64(len(d.b)/3) {
+		d.fail()
+		return nil
+	}
+	acl := make([]ACL, n)
+	for i := range acl {
+		acl[i].Perms = Perm(d.i())
+		acl[i].ID.Scheme = d.str()
+		acl[i].ID.ID = d.str()
+	}
+	return acl
+}
+
+// AppendNode appends the stored form of n (without its key, which the store
+// keeps as the record's key).
+func AppendNode(b []byte, n *Node) []byte {
+	e := encoder{b}
+	e.byte(formatV1)
+	e.bytes(n.Value)
+	e.i(n.CreateRev)
+	e.i(n.ModRev)
+	e.i(n.Version)
+	e.i(n.Lease)
+	e.i(n.Ctime)
+	e.i(n.Mtime)
+	e.i(int64(n.Aversion))
+	e.byte(byte(n.Mode))
+	e.i(n.TTL)
+	e.acl(n.ACL)
+	return e.b
+}
+
+// DecodeNode decodes a stored node whose key is key.
+func DecodeNode(key, b []byte) (*Node, error) {
+	d := decoder{b: b}
+	d.header()
+	n := &Node{Key: key}
+	n.Value = d.bytes()
+	n.CreateRev = d.i()
+	n.ModRev = d.i()
+	n.Version = d.i()
+	n.Lease = d.i()
+	n.Ctime = d.i()
+	n.Mtime = d.i()
+	n.Aversion = int32(d.i())
+	n.Mode = Mode(d.byte())
+	n.TTL = d.i()
+	n.ACL = d.acl()
+	if n.Value == nil {
+		n.Value = []byte{}
+	}
+	return n, d.finish("node")
+}
+
+// AppendDir appends the stored form of d.
+func AppendDir(b []byte, dir *Dir) []byte {
+	e := encoder{b}
+	e.byte(formatV1)
+	e.i(int64(dir.NumChildren))
+	e.i(int64(dir.Cversion))
+	e.i(dir.Pzxid)
+	e.i(int64(dir.Seq))
+	e.i(dir.ImplicitRev)
+	e.i(dir.ImplicitTime)
+	return e.b
+}
+
+// DecodeDir decodes a stored Dir.
+func DecodeDir(b []byte) (*Dir, error) {
+	d := decoder{b: b}
+	d.header()
+	dir := &Dir{}
+	dir.NumChildren = int32(d.i())
+	dir.Cversion = int32(d.i())
+	dir.Pzxid = d.i()
+	dir.Seq = int32(d.i())
+	dir.ImplicitRev = d.i()
+	dir.ImplicitTime = d.i()
+	return dir, d.finish("dir")
+}
+
+// AppendLease appends the stored form of l.
+func AppendLease(b []byte, l *Lease) []byte {
+	e := encoder{b}
+	e.byte(formatV1)
+	e.i(l.ID)
+	e.i(l.TTL)
+	e.bool(l.Session != nil)
+	if l.Session != nil {
+		e.i(int64(l.Session.TimeoutMs))
+		e.bytes(l.Session.Password)
+	}
+	return e.b
+}
+
+// DecodeLease decodes a stored Lease.
+func DecodeLease(b []byte) (*Lease, error) {
+	d := decoder{b: b}
+	d.header()
+	l := &Lease{ID: d.i(), TTL: d.i()}
+	if d.bool() {
+		l.Session = &Session{TimeoutMs: int32(d.i()), Password: d.bytes()}
+	}
+	return l, d.finish("lease")
+}
+
+// AppendMeta appends the stored form of m.
+func AppendMeta(b []byte, m Meta) []byte {
+	e := encoder{b}
+	e.byte(formatV1)
+	e.i(m.Rev)
+	e.i(m.CompactRev)
+	return e.b
+}
+
+// DecodeMeta decodes stored Meta.
+func DecodeMeta(b []byte) (Meta, error) {
+	d := decoder{b: b}
+	d.header()
+	m := Meta{Rev: d.i(), CompactRev: d.i()}
+	return m, d.finish("meta")
+}
+
+// Op kinds in the log.
+const (
+	opTagTxn byte = iota + 1
+	opTagLeaseGrant
+	opTagLeaseRevoke
+	opTagCompact
+)
+
+// EncodeOp returns the log form of op.
+func EncodeOp(op *Op) []byte {
+	e := encoder{make([]byte, 0, 64)}
+	e.byte(formatV1)
+	switch {
+	case op.Txn != nil:
+		e.byte(opTagTxn)
+		e.txn(op.Txn)
+	case op.LeaseGrant != nil:
+		g := op.LeaseGrant
+		e.byte(opTagLeaseGrant)
+		e.i(g.ID)
+		e.i(g.TTL)
+		e.bool(g.Session != nil)
+		if g.Session != nil {
+			e.i(int64(g.Session.TimeoutMs))
+			e.bytes(g.Session.Password)
+		}
+	case op.LeaseRevoke != nil:
+		e.byte(opTagLeaseRevoke)
+		e.i(op.LeaseRevoke.ID)
+	case op.Compact != nil:
+		e.byte(opTagCompact)
+		e.i(op.Compact.Rev)
+	default:
+		e.byte(0)
+	}
+	return e.b
+}
+
+// DecodeOp decodes the log form of an op.
+func DecodeOp(b []byte) (*Op, error) {
+	d := decoder{b: b}
+	d.header()
+	op := &Op{}
+	switch d.byte() {
+	case opTagTxn:
+		op.Txn = d.txn(0)
+	case opTagLeaseGrant:
+		g := &LeaseGrant{ID: d.i(), TTL: d.i()}
+		if d.bool() {
+			g.Session = &Session{TimeoutMs: int32(d.i()), Password: d.bytes()}
+		}
+		op.LeaseGrant = g
+	case opTagLeaseRevoke:
+		op.LeaseRevoke = &LeaseRevoke{ID: d.i()}
+	case opTagCompact:
+		op.Compact = &Compact{Rev: d.i()}
+	case 0:
+	default:
+		d.fail()
+	}
+	return op, d.finish("op")
+}
+
+func (e *encoder) txn(t *Txn) {
+	e.u(uint64(len(t.Compares)))
+	for _, c := range t.Compares {
+		e.bytes(c.Key)
+		e.bytes(c.End)
+		e.byte(byte(c.Target))
+		e.byte(byte(c.Result))
+		e.i(c.Int)
+		e.bytes(c.Value)
+	}
+	for _, ops := range [][]TxnOp{t.Success, t.Failure} {
+		e.u(uint64(len(ops)))
+		for i := range ops {
+			e.txnOp(&ops[i])
+		}
+	}
+	e.bool(t.Auth != nil)
+	if t.Auth != nil {
+		e.u(uint64(len(t.Auth)))
+		for _, id := range t.Auth {
+			e.str(id.Scheme)
+			e.str(id.ID)
+		}
+	}
+}
+
+// maxTxnDepth bounds nesting so a hostile log record cannot exhaust the stack.
+const maxTxnDepth = 64
+
+func (d *decoder) txn(depth int) *Txn {
+	if depth > maxTxnDepth {
+		d.fail()
+		return &Txn{}
+	}
+	t := &Txn{}
+	n := d.count(6)
+	if n > 0 {
+		t.Compares = make([]Compare, n)
+	}
+	for i := 0; i < n; i++ {
+		c := &t.Compares[i]
+		c.Key = d.bytes()
+		c.End = d.bytes()
+		c.Target = CompareTarget(d.byte())
+		c.Result = CompareResult(d.byte())
+		c.Int = d.i()
+		c.Value = d.bytes()
+	}
+	for _, dst := range []*[]TxnOp{&t.Success, &t.Failure} {
+		n := d.count(2)
+		if n > 0 {
+			*dst = make([]TxnOp, n)
+		}
+		for i := 0; i < n; i++ {
+			d.txnOp(&(*dst)[i], depth)
+		}
+	}
+	if d.bool() {
+		n := d.count(2)
+		t.Auth = make([]ID, n)
+		for i := range t.Auth {
+			t.Auth[i].Scheme = d.str()
+			t.Auth[i].ID = d.str()
+		}
+	}
+	return t
+}
+
+func (e *encoder) txnOp(op *TxnOp) {
+	e.byte(byte(op.Kind))
+	e.bytes(op.Key)
+	e.bytes(op.End)
+	e.bool(op.Range != nil)
+	if r := op.Range; r != nil {
+		e.i(r.Rev)
+		e.i(r.Limit)
+		e.byte(byte(r.SortOrder))
+		e.byte(byte(r.SortTarget))
+		e.bool(r.KeysOnly)
+		e.bool(r.CountOnly)
+		e.i(r.MinModRev)
+		e.i(r.MaxModRev)
+		e.i(r.MinCreateRev)
+		e.i(r.MaxCreateRev)
+	}
+	e.bytes(op.Value)
+	e.i(op.Lease)
+	e.bool(op.PrevKV)
+	e.bool(op.IgnoreValue)
+	e.bool(op.IgnoreLease)
+	e.bool(op.Create != nil)
+	if c := op.Create; c != nil {
+		e.byte(byte(c.Mode))
+		e.bool(c.Sequential)
+		e.i(c.Lease)
+		e.i(c.TTL)
+		e.acl(c.ACL)
+	}
+	e.i(int64(op.ExpectedVersion))
+	e.acl(op.ACL)
+	e.bool(op.Txn != nil)
+	if op.Txn != nil {
+		e.txn(op.Txn)
+	}
+}
+
+func (d *decoder) txnOp(op *TxnOp, depth int) {
+	op.Kind = OpKind(d.byte())
+	op.Key = d.bytes()
+	op.End = d.bytes()
+	if d.bool() {
+		r := &RangeOptions{}
+		r.Rev = d.i()
+		r.Limit = d.i()
+		r.SortOrder = SortOrder(d.byte())
+		r.SortTarget = SortTarget(d.byte())
+		r.KeysOnly = d.bool()
+		r.CountOnly = d.bool()
+		r.MinModRev = d.i()
+		r.MaxModRev = d.i()
+		r.MinCreateRev = d.i()
+		r.MaxCreateRev = d.i()
+		op.Range = r
+	}
+	op.Value = d.bytes()
+	op.Lease = d.i()
+	op.PrevKV = d.bool()
+	op.IgnoreValue = d.bool()
+	op.IgnoreLease = d.bool()
+	if d.bool() {
+		c := &CreateOptions{}
+		c.Mode = Mode(d.byte())
+		c.Sequential = d.bool()
+		c.Lease = d.i()
+		c.TTL = d.i()
+		c.ACL = d.acl()
+		op.Create = c
+	}
+	op.ExpectedVersion = int32(d.i())
+	op.ACL = d.acl()
+	if d.bool() {
+		op.Txn = d.txn(depth + 1)
+	}
+}

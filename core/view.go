@@ -1,0 +1,404 @@
+package core
+
+import (
+	"bytes"
+	"slices"
+)
+
+// View is a consistent read of the state at one revision. The store provides
+// one over Badger; MemState provides one in memory for tests. Nodes and other
+// records a View returns belong to the caller, who may keep but must not
+// modify them: Apply clones before it changes anything.
+type View interface {
+	// Meta returns the revision bookkeeping.
+	Meta() (Meta, error)
+	// Node returns the stored node at key, or nil. Implicit parents are
+	// not stored nodes (see Dir and TreeNode).
+	Node(key []byte) (*Node, error)
+	// Dir returns the child metadata of a tree path, or nil.
+	Dir(path []byte) (*Dir, error)
+	// Range calls fn for every stored node with start <= key < end, in key
+	// order, until fn returns false. A nil end has no upper bound.
+	Range(start, end []byte, fn func(*Node) bool) error
+	// Children calls fn with the name of every child of a tree path, in
+	// byte order, until fn returns false.
+	Children(parent []byte, fn func(name []byte) bool) error
+	// Lease returns a lease, or nil.
+	Lease(id int64) (*Lease, error)
+	// Leases calls fn for every lease in ID order until fn returns false.
+	Leases(fn func(*Lease) bool) error
+	// LeaseKeys calls fn for every key attached to a lease, in key order,
+	// until fn returns false.
+	LeaseKeys(id int64, fn func(key []byte) bool) error
+}
+
+// TreeNode returns what ZooKeeper sees at a tree path: the stored node, or
+// the implicit parent synthesized from its Dir, or nil. The root always
+// exists. The Dir is returned too, for the node's Stat.
+func TreeNode(v View, path []byte) (*Node, *Dir, error) {
+	n, err := v.Node(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	d, err := v.Dir(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if n != nil {
+		return n, d, nil
+	}
+	if d != nil && (d.NumChildren > 0 || string(path) == RootPath) {
+		return implicitNode(path, d), d, nil
+	}
+	if string(path) == RootPath {
+		return &Node{Key: []byte(RootPath), Implicit: true}, d, nil
+	}
+	return nil, nil, nil
+}
+
+func implicitNode(path []byte, d *Dir) *Node {
+	return &Node{
+		Key:       append([]byte(nil), path...),
+		CreateRev: d.ImplicitRev,
+		ModRev:    d.ImplicitRev,
+		Ctime:     d.ImplicitTime,
+		Mtime:     d.ImplicitTime,
+		Implicit:  true,
+	}
+}
+
+// layer is one level of pending writes over a View.
+type layer struct {
+	nodes     map[string]*Node // nil value: deleted
+	dirs      map[string]*Dir  // nil value: deleted
+	children  map[string]bool  // childKey(parent,name) -> present
+	leases    map[int64]*Lease // nil value: deleted
+	leaseKeys map[string]bool  // leaseKeyKey(id,key) -> present
+	meta      *Meta
+	// order keeps first-write order of node keys so batches are
+	// deterministic without sorting maps.
+	nodeOrder  []string
+	dirOrder   []string
+	childOrder []string
+	leaseOrder []int64
+	lkOrder    []string
+}
+
+func newLayer() *layer {
+	return &layer{
+		nodes:     map[string]*Node{},
+		dirs:      map[string]*Dir{},
+		children:  map[string]bool{},
+		leases:    map[int64]*Lease{},
+		leaseKeys: map[string]bool{},
+	}
+}
+
+func (l *layer) empty() bool {
+	return len(l.nodes) == 0 && len(l.dirs) == 0 && len(l.children) == 0 &&
+		len(l.leases) == 0 && len(l.leaseKeys) == 0 && l.meta == nil
+}
+
+// Overlay is a View with pending writes on top of a base View. Apply writes
+// into its current layer; Commit turns that layer into the entry's Batch and
+// folds it into the group layer, so later entries of the same group read it
+// before the store has written anything; Rollback drops it.
+type Overlay struct {
+	base  View
+	group *layer
+	cur   *layer
+}
+
+// NewOverlay returns an Overlay over base with nothing pending.
+func NewOverlay(base View) *Overlay {
+	return &Overlay{base: base, group: newLayer(), cur: newLayer()}
+}
+
+// Reset drops everything pending and reads from base from now on.
+func (o *Overlay) Reset(base View) {
+	o.base, o.group, o.cur = base, newLayer(), newLayer()
+}
+
+func childKey(parent, name []byte) string {
+	return string(parent) + "\x00" + string(name)
+}
+
+func leaseKeyKey(id int64, key []byte) string {
+	var b [8]byte
+	putUint64(b[:], uint64(id))
+	return string(b[:]) + string(key)
+}
+
+func (o *Overlay) Meta() (Meta, error) {
+	if o.cur.meta != nil {
+		return *o.cur.meta, nil
+	}
+	if o.group.meta != nil {
+		return *o.group.meta, nil
+	}
+	return o.base.Meta()
+}
+
+func (o *Overlay) Node(key []byte) (*Node, error) {
+	for _, l := range []*layer{o.cur, o.group} {
+		if n, ok := l.nodes[string(key)]; ok {
+			return n, nil
+		}
+	}
+	return o.base.Node(key)
+}
+
+func (o *Overlay) Dir(path []byte) (*Dir, error) {
+	for _, l := range []*layer{o.cur, o.group} {
+		if d, ok := l.dirs[string(path)]; ok {
+			return d, nil
+		}
+	}
+	return o.base.Dir(path)
+}
+
+func (o *Overlay) Lease(id int64) (*Lease, error) {
+	for _, l := range []*layer{o.cur, o.group} {
+		if le, ok := l.leases[id]; ok {
+			return le, nil
+		}
+	}
+	return o.base.Lease(id)
+}
+
+// pendingKeys returns the overlay's keys of one kind in [start, end), sorted,
+// with the newest layer's verdict for each.
+func pendingKeys[V any](layers []*layer, pick func(*layer) map[string]V, start, end []byte) ([]string, map[string]V) {
+	seen := map[string]V{}
+	var keys []string
+	for _, l := range layers {
+		for k, v := range pick(l) {
+			if k < string(start) || (end != nil && k >= string(end)) {
+				continue
+			}
+			if _, dup := seen[k]; dup {
+				continue
+			}
+			seen[k] = v
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys, seen
+}
+
+// mergeSorted walks a base iteration and sorted pending keys together in
+// order, letting pending entries replace or hide base ones.
+func mergeSorted(pending []string, emitPending func(k string) bool, baseIter func(fn func(k string, emitBase func() bool) bool) error) error {
+	i := 0
+	stopped := false
+	err := baseIter(func(k string, emitBase func() bool) bool {
+		for i < len(pending) && pending[i] < k {
+			if !emitPending(pending[i]) {
+				stopped = true
+				return false
+			}
+			i++
+		}
+		if i < len(pending) && pending[i] == k {
+			i++
+			if !emitPending(k) {
+				stopped = true
+				return false
+			}
+			return true
+		}
+		if !emitBase() {
+			stopped = true
+			return false
+		}
+		return true
+	})
+	if err != nil || stopped {
+		return err
+	}
+	for ; i < len(pending); i++ {
+		if !emitPending(pending[i]) {
+			return nil
+		}
+	}
+	return nil
+}
+
+func (o *Overlay) layers() []*layer { return []*layer{o.cur, o.group} }
+
+func (o *Overlay) Range(start, end []byte, fn func(*Node) bool) error {
+	keys, pend := pendingKeys(o.layers(), func(l *layer) map[string]*Node { return l.nodes }, start, end)
+	return mergeSorted(keys,
+		func(k string) bool {
+			if n := pend[k]; n != nil {
+				return fn(n)
+			}
+			return true
+		},
+		func(visit func(string, func() bool) bool) error {
+			return o.base.Range(start, end, func(n *Node) bool {
+				return visit(string(n.Key), func() bool { return fn(n) })
+			})
+		})
+}
+
+func (o *Overlay) Children(parent []byte, fn func(name []byte) bool) error {
+	prefix := string(parent) + "\x00"
+	keys, pend := pendingKeys(o.layers(), func(l *layer) map[string]bool { return l.children },
+		[]byte(prefix), prefixEnd([]byte(prefix)))
+	return mergeSorted(keys,
+		func(k string) bool {
+			if pend[k] {
+				return fn([]byte(k[len(prefix):]))
+			}
+			return true
+		},
+		func(visit func(string, func() bool) bool) error {
+			return o.base.Children(parent, func(name []byte) bool {
+				return visit(prefix+string(name), func() bool { return fn(name) })
+			})
+		})
+}
+
+func (o *Overlay) Leases(fn func(*Lease) bool) error {
+	// Lease IDs order as big-endian bytes of the (non-negative) ID.
+	toKey := func(id int64) string { var b [8]byte; putUint64(b[:], uint64(id)); return string(b[:]) }
+	byKey := map[string]*Lease{}
+	var keys []string
+	for _, l := range o.layers() {
+		for id, le := range l.leases {
+			k := toKey(id)
+			if _, dup := byKey[k]; dup {
+				continue
+			}
+			byKey[k] = le
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return mergeSorted(keys,
+		func(k string) bool {
+			if le := byKey[k]; le != nil {
+				return fn(le)
+			}
+			return true
+		},
+		func(visit func(string, func() bool) bool) error {
+			return o.base.Leases(func(le *Lease) bool {
+				return visit(toKey(le.ID), func() bool { return fn(le) })
+			})
+		})
+}
+
+func (o *Overlay) LeaseKeys(id int64, fn func(key []byte) bool) error {
+	prefix := leaseKeyKey(id, nil)
+	keys, pend := pendingKeys(o.layers(), func(l *layer) map[string]bool { return l.leaseKeys },
+		[]byte(prefix), prefixEnd([]byte(prefix)))
+	return mergeSorted(keys,
+		func(k string) bool {
+			if pend[k] {
+				return fn([]byte(k[len(prefix):]))
+			}
+			return true
+		},
+		func(visit func(string, func() bool) bool) error {
+			return o.base.LeaseKeys(id, func(key []byte) bool {
+				return visit(prefix+string(key), func() bool { return fn(key) })
+			})
+		})
+}
+
+// prefixEnd returns the smallest key greater than every key with the prefix,
+// or nil when there is none.
+func prefixEnd(prefix []byte) []byte {
+	end := bytes.Clone(prefix)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
+// Writes into the current layer.
+
+func (o *Overlay) putNode(key []byte, n *Node) {
+	k := string(key)
+	if _, ok := o.cur.nodes[k]; !ok {
+		o.cur.nodeOrder = append(o.cur.nodeOrder, k)
+	}
+	o.cur.nodes[k] = n
+}
+
+func (o *Overlay) putDir(path []byte, d *Dir) {
+	k := string(path)
+	if _, ok := o.cur.dirs[k]; !ok {
+		o.cur.dirOrder = append(o.cur.dirOrder, k)
+	}
+	o.cur.dirs[k] = d
+}
+
+func (o *Overlay) putChild(parent, name []byte, present bool) {
+	k := childKey(parent, name)
+	if _, ok := o.cur.children[k]; !ok {
+		o.cur.childOrder = append(o.cur.childOrder, k)
+	}
+	o.cur.children[k] = present
+}
+
+func (o *Overlay) putLease(id int64, le *Lease) {
+	if _, ok := o.cur.leases[id]; !ok {
+		o.cur.leaseOrder = append(o.cur.leaseOrder, id)
+	}
+	o.cur.leases[id] = le
+}
+
+func (o *Overlay) putLeaseKey(id int64, key []byte, present bool) {
+	k := leaseKeyKey(id, key)
+	if _, ok := o.cur.leaseKeys[k]; !ok {
+		o.cur.lkOrder = append(o.cur.lkOrder, k)
+	}
+	o.cur.leaseKeys[k] = present
+}
+
+func (o *Overlay) putMeta(m Meta) { o.cur.meta = &m }
+
+// Rollback drops the current layer.
+func (o *Overlay) Rollback() { o.cur = newLayer() }
+
+// commit folds the current layer into the group layer and returns its writes.
+func (o *Overlay) commit(b *Batch) {
+	c := o.cur
+	for _, k := range c.nodeOrder {
+		b.Nodes = append(b.Nodes, NodeWrite{Key: []byte(k), Node: c.nodes[k]})
+		if _, ok := o.group.nodes[k]; !ok {
+			o.group.nodeOrder = append(o.group.nodeOrder, k)
+		}
+		o.group.nodes[k] = c.nodes[k]
+	}
+	for _, k := range c.dirOrder {
+		b.Dirs = append(b.Dirs, DirWrite{Path: []byte(k), Dir: c.dirs[k]})
+		o.group.dirs[k] = c.dirs[k]
+	}
+	for _, k := range c.childOrder {
+		i := bytes.IndexByte([]byte(k), 0)
+		b.Children = append(b.Children, ChildWrite{Parent: []byte(k[:i]), Name: []byte(k[i+1:]), Present: c.children[k]})
+		o.group.children[k] = c.children[k]
+	}
+	for _, id := range c.leaseOrder {
+		b.Leases = append(b.Leases, LeaseWrite{ID: id, Lease: c.leases[id]})
+		o.group.leases[id] = c.leases[id]
+	}
+	for _, k := range c.lkOrder {
+		b.LeaseKeys = append(b.LeaseKeys, LeaseKeyWrite{ID: int64(getUint64([]byte(k[:8]))), Key: []byte(k[8:]), Present: c.leaseKeys[k]})
+		o.group.leaseKeys[k] = c.leaseKeys[k]
+	}
+	if c.meta != nil {
+		m := *c.meta
+		b.Meta = &m
+		o.group.meta = &m
+	}
+	o.cur = newLayer()
+}
