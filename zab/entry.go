@@ -1,0 +1,44 @@
+package zab
+
+import "fmt"
+
+// Entry is one committed log record.
+type Entry struct {
+	Index uint64 // dense, 1-based position in the log
+	Zxid  uint64 // epoch<<32 | counter
+	// Time is the leader's wall clock (unix milliseconds) when it accepted
+	// the proposal; apply uses this, never its own clock. It never decreases
+	// along the log.
+	Time int64
+	Data []byte // opaque payload
+}
+
+// StateMachine is applied by the member, from one goroutine, in index order.
+// Apply and Sync are never called concurrently.
+type StateMachine interface {
+	// Apply applies committed entries (a contiguous batch) and returns one
+	// result per entry (opaque to zab). An error is fatal for the member
+	// (it stops). Entries and their Data are not reused by zab afterwards.
+	Apply(entries []Entry) ([]any, error)
+	// AppliedIndex is the last index whose effects the state machine holds
+	// (read at startup; log replay starts after it).
+	AppliedIndex() uint64
+	// Sync makes everything applied so far durable and returns the index it
+	// covers. The log may be trimmed only at or below an index a Sync
+	// returned.
+	Sync() (uint64, error)
+}
+
+// MakeZxid builds a zxid from an epoch and a counter within that epoch.
+func MakeZxid(epoch, counter uint32) uint64 {
+	return uint64(epoch)<<32 | uint64(counter)
+}
+
+// ZxidEpoch returns the epoch part of a zxid.
+func ZxidEpoch(zxid uint64) uint32 { return uint32(zxid >> 32) }
+
+// ZxidCounter returns the counter part of a zxid.
+func ZxidCounter(zxid uint64) uint32 { return uint32(zxid) }
+
+// FormatZxid renders a zxid the way ZooKeeper logs do (hex), for messages.
+func FormatZxid(zxid uint64) string { return fmt.Sprintf("0x%x", zxid) }
