@@ -159,14 +159,14 @@ const (
 
 // RangeOptions are etcd's RangeRequest options.
 type RangeOptions struct {
-	Rev            int64 // 0 for the current revision; only honoured by reads outside a Txn
-	Limit          int64
-	SortOrder      SortOrder
-	SortTarget     SortTarget
-	KeysOnly       bool
-	CountOnly      bool
-	MinModRev      int64
-	MaxModRev      int64
-	MinCreateRev   int64
-	MaxCreateRev   int64
+	Rev          int64 // 0 for the current revision; only honoured by reads outside a Txn
+	Limit        int64
+	SortOrder    SortOrder
+	SortTarget   SortTarget
+	KeysOnly     bool
+	CountOnly    bool
+	MinModRev    int64
+	MaxModRev    int64
+	MinCreateRev int64
+	MaxCreateRev int64
 }

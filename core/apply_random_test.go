@@ -1,0 +1,208 @@
+package core_test
+
+import (
+	"bytes"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/januskv/janus/core"
+	"github.com/januskv/janus/core/coretest"
+)
+
+// applyGroups applies entries in groups through one Overlay per group, the
+// way the store does, writing the batches only at the end of each group.
+func applyGroups(t testing.TB, m *core.MemState, entries []core.Entry, groupSize func(int) int) []*core.Result {
+	t.Helper()
+	var results []*core.Result
+	for i := 0; i < len(entries); {
+		n := groupSize(i)
+		if i+n > len(entries) {
+			n = len(entries) - i
+		}
+		ov := core.NewOverlay(m)
+		var batches []*core.Batch
+		for j := i; j < i+n; j++ {
+			res, b, err := core.Apply(ov, &entries[j])
+			if err != nil {
+				t.Fatalf("apply entry %d: %v", entries[j].Index, err)
+			}
+			results = append(results, res)
+			batches = append(batches, b)
+		}
+		for _, b := range batches {
+			m.Write(b)
+		}
+		i += n
+	}
+	return results
+}
+
+// roundTrip sends every op through its log encoding, as replication does.
+func roundTrip(t testing.TB, entries []core.Entry) []core.Entry {
+	out := make([]core.Entry, len(entries))
+	for i, e := range entries {
+		op, err := core.DecodeOp(core.EncodeOp(&e.Op))
+		if err != nil {
+			t.Fatalf("entry %d: decode: %v", e.Index, err)
+		}
+		out[i] = core.Entry{Index: e.Index, Time: e.Time, Op: *op}
+	}
+	return out
+}
+
+func TestApplyIsDeterministic(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			entries := coretest.NewGenerator(seed).Entries(1500)
+			one := core.NewMemState()
+			res1 := applyGroups(t, one, entries, func(int) int { return 1 })
+			grouped := core.NewMemState()
+			res2 := applyGroups(t, grouped, roundTrip(t, entries), func(i int) int { return 1 + (i*7)%13 })
+			if one.Hash() != grouped.Hash() {
+				t.Fatalf("state differs between one-by-one and grouped apply of the same log")
+			}
+			for i := range res1 {
+				if fmt.Sprint(res1[i]) == "" || res1[i].Rev != res2[i].Rev || core.CodeOf(res1[i].Err) != core.CodeOf(res2[i].Err) {
+					t.Fatalf("entry %d: results differ: %+v vs %+v", i+1, res1[i], res2[i])
+				}
+			}
+			checkInvariants(t, one)
+		})
+	}
+}
+
+func TestOpEncodingRoundTrips(t *testing.T) {
+	g := coretest.NewGenerator(99)
+	for _, e := range g.Entries(3000) {
+		b := core.EncodeOp(&e.Op)
+		op, err := core.DecodeOp(b)
+		if err != nil {
+			t.Fatalf("entry %d: %v", e.Index, err)
+		}
+		if !reflect.DeepEqual(*op, e.Op) {
+			t.Fatalf("entry %d: round trip changed the op:\n%#v\n%#v", e.Index, e.Op, *op)
+		}
+	}
+}
+
+func FuzzDecodeOp(f *testing.F) {
+	for _, e := range coretest.NewGenerator(5).Entries(50) {
+		f.Add(core.EncodeOp(&e.Op))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		op, err := core.DecodeOp(b)
+		if err != nil {
+			return
+		}
+		// Whatever decodes must re-encode to something that decodes the same.
+		op2, err := core.DecodeOp(core.EncodeOp(op))
+		if err != nil || !reflect.DeepEqual(op, op2) {
+			t.Fatalf("re-encoding a decoded op changed it: %v", err)
+		}
+	})
+}
+
+func FuzzDecodeRecords(f *testing.F) {
+	f.Add(core.AppendNode(nil, &core.Node{Key: []byte("/a"), Value: []byte("v"), ACL: []core.ACL{{Perms: 1, ID: core.ID{Scheme: "world", ID: "anyone"}}}}))
+	f.Add(core.AppendDir(nil, &core.Dir{NumChildren: 2}))
+	f.Add(core.AppendLease(nil, &core.Lease{ID: 7, Session: &core.Session{Password: []byte("pw")}}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, _ = core.DecodeNode([]byte("k"), b)
+		_, _ = core.DecodeDir(b)
+		_, _ = core.DecodeLease(b)
+		_, _ = core.DecodeMeta(b)
+	})
+}
+
+// checkInvariants verifies the tree and lease indexes agree with the nodes.
+func checkInvariants(t *testing.T, m *core.MemState) {
+	t.Helper()
+	visible := func(p []byte) bool {
+		n, _, _ := core.TreeNode(m, p)
+		return n != nil
+	}
+	_ = m.Range(nil, nil, func(n *core.Node) bool {
+		if n.Lease != 0 {
+			found := false
+			_ = m.LeaseKeys(n.Lease, func(k []byte) bool { found = found || bytes.Equal(k, n.Key); return !found })
+			if !found {
+				t.Errorf("node %q has lease %d but the lease does not list it", n.Key, n.Lease)
+			}
+		}
+		if core.IsTreePath(n.Key) && string(n.Key) != "/" {
+			parent, _ := core.ParentPath(n.Key)
+			if !visible(parent) {
+				t.Errorf("node %q has no visible parent", n.Key)
+			}
+			listed := false
+			_ = m.Children(parent, func(name []byte) bool { listed = listed || bytes.Equal(name, core.BaseName(n.Key)); return true })
+			if !listed {
+				t.Errorf("node %q is not in its parent's child index", n.Key)
+			}
+		}
+		return true
+	})
+	_ = m.Leases(func(l *core.Lease) bool {
+		_ = m.LeaseKeys(l.ID, func(k []byte) bool {
+			n, _ := m.Node(k)
+			if n == nil || n.Lease != l.ID {
+				t.Errorf("lease %d lists %q which is not attached to it", l.ID, k)
+			}
+			return true
+		})
+		return true
+	})
+	// Every listed child is visible, and counts match.
+	var dirs []string
+	_ = m.Range(nil, nil, func(n *core.Node) bool { return true })
+	for _, p := range collectDirs(m) {
+		d, _ := m.Dir([]byte(p))
+		count := int32(0)
+		_ = m.Children([]byte(p), func(name []byte) bool {
+			count++
+			if !visible(core.JoinPath([]byte(p), name)) {
+				t.Errorf("child %q of %q is listed but not visible", name, p)
+			}
+			return true
+		})
+		if d == nil {
+			if count != 0 {
+				t.Errorf("%q lists %d children but has no dir", p, count)
+			}
+			continue
+		}
+		if d.NumChildren != count {
+			t.Errorf("%q: NumChildren %d, index lists %d", p, d.NumChildren, count)
+		}
+		dirs = append(dirs, p)
+	}
+	_ = dirs
+}
+
+func collectDirs(m *core.MemState) []string {
+	seen := map[string]bool{"/": true}
+	out := []string{"/"}
+	var walk func(p string)
+	walk = func(p string) {
+		_ = m.Children([]byte(p), func(name []byte) bool {
+			c := string(core.JoinPath([]byte(p), name))
+			if !seen[c] {
+				seen[c] = true
+				out = append(out, c)
+				walk(c)
+			}
+			return true
+		})
+	}
+	walk("/")
+	_ = m.Range(nil, nil, func(n *core.Node) bool {
+		if k := string(n.Key); strings.HasPrefix(k, "/") && !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+		return true
+	})
+	return out
+}
