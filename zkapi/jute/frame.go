@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"slices"
 )
 
 // FrameLengthError reports a frame whose length prefix is negative or above
@@ -42,9 +43,10 @@ func ReadFrame(r *bufio.Reader, max int) ([]byte, error) {
 	buf := make([]byte, 0, min(size, firstChunk))
 	for len(buf) < size {
 		if len(buf) == cap(buf) {
-			buf = append(buf, make([]byte, min(size, 2*cap(buf))-cap(buf))...)[:len(buf)]
+			buf = slices.Grow(buf, min(size, 2*cap(buf))-len(buf))
 		}
-		m, err := io.ReadFull(r, buf[len(buf):cap(buf)])
+		// Grow may round the capacity up; never read past this frame.
+		m, err := io.ReadFull(r, buf[len(buf):min(cap(buf), size)])
 		buf = buf[:len(buf)+m]
 		if err != nil {
 			if err == io.EOF {
