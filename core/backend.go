@@ -1,0 +1,75 @@
+package core
+
+import "context"
+
+// Backend is what a protocol face needs from the member it runs in. The
+// faces translate their requests into Ops and reads on a View; they never
+// reach the store, the log or each other.
+type Backend interface {
+	// Propose orders op through the log and returns its result once the
+	// local replica has applied it, so the caller reads its own write.
+	Propose(ctx context.Context, op *Op) (*Result, error)
+	// Read returns a consistent View at revision rev (0: the latest
+	// applied state), or ErrCompacted / ErrFutureRev.
+	Read(ctx context.Context, rev int64) (ReadView, error)
+	// Linearize returns once the local replica has applied every write
+	// committed before the call: a linearizable etcd read or ZooKeeper's
+	// sync runs it first.
+	Linearize(ctx context.Context) error
+	// Watch subscribes to the events of every revision from rev on (0:
+	// from the next revision).
+	Watch(rev int64) (*Subscription, error)
+	// Leases answers lease and session liveness questions; the leader's
+	// lessor keeps the remaining time to live, which the log does not.
+	Leases() Lessor
+	// Status describes the member.
+	Status() Status
+}
+
+// ReadView is a View that belongs to one reader.
+type ReadView interface {
+	View
+	// Rev is the revision this view shows.
+	Rev() int64
+	// Close releases the view.
+	Close()
+}
+
+// Lessor tracks the remaining time to live of leases and sessions.
+type Lessor interface {
+	// NewID returns an unused lease ID, positive and unpredictable.
+	NewID() int64
+	// KeepAlive restarts the lease's countdown and returns its TTL in
+	// seconds, or an Error with CodeLeaseNotFound.
+	KeepAlive(ctx context.Context, id int64) (int64, error)
+	// Remaining returns the lease's remaining time to live in
+	// milliseconds and whether the lease exists.
+	Remaining(id int64) (int64, bool)
+	// MinTTL is the smallest TTL, in seconds, a grant is raised to.
+	MinTTL() int64
+}
+
+// Status describes a member for the faces' status and admin commands.
+type Status struct {
+	ClusterID    uint64
+	MemberID     uint64
+	LeaderID     uint64
+	Epoch        uint64 // Zab epoch: etcd's raft term
+	AppliedIndex uint64 // etcd's raft applied index
+	CommitIndex  uint64
+	Rev          int64
+	CompactRev   int64
+	DBSize       int64
+	Members      []Member
+}
+
+// Member is one server of the ensemble as clients should see it.
+type Member struct {
+	ID         uint64
+	Name       string
+	PeerURL    string
+	EtcdURL    string // etcd client URL
+	ZKAddr     string // ZooKeeper client address
+	IsLeader   bool
+	IsObserver bool
+}
