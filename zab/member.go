@@ -1,0 +1,591 @@
+package zab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrStopped is returned for proposals that were not committed because the
+// member stopped (Close, or a fatal log or apply error).
+var ErrStopped = errors.New("zab: member stopped")
+
+// ErrEntryTooLarge is returned by Propose for a payload above
+// Config.MaxEntrySize.
+var ErrEntryTooLarge = errors.New("zab: entry too large")
+
+// RoleLeader is the only role a single-member ensemble has.
+const RoleLeader = "leader"
+
+// Config configures a Member. Zero values get the documented defaults.
+type Config struct {
+	// Dir holds the log segments and the epoch file. It is created if
+	// missing and locked against a second member.
+	Dir    string
+	Logger *slog.Logger // nil discards logs
+	// Clock stamps Entry.Time on the leader. nil means time.Now.
+	Clock func() time.Time
+	// SegmentSize is the size at which the log starts a new segment file
+	// (default 64 MiB). Trimming removes whole segments.
+	SegmentSize int64
+	// MaxEntrySize bounds one payload (default 8 MiB).
+	MaxEntrySize int
+	// MaxBatchEntries and MaxBatchBytes bound one group commit (defaults
+	// 1024 entries, 16 MiB); a group always takes at least one proposal.
+	MaxBatchEntries int
+	MaxBatchBytes   int
+	// TrimInterval, when positive, runs Trim that often in the background.
+	TrimInterval time.Duration
+}
+
+const (
+	defaultSegmentSize     = 64 << 20
+	defaultMaxEntrySize    = 8 << 20
+	defaultMaxBatchEntries = 1024
+	defaultMaxBatchBytes   = 16 << 20
+	replayBatchEntries     = 1024
+)
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Dir == "" {
+		return c, errors.New("zab: Config.Dir is required")
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	if c.SegmentSize <= 0 {
+		c.SegmentSize = defaultSegmentSize
+	}
+	if c.MaxEntrySize <= 0 {
+		c.MaxEntrySize = defaultMaxEntrySize
+	}
+	if c.MaxEntrySize > maxEntryDataHard {
+		return c, fmt.Errorf("zab: MaxEntrySize %d above the limit %d", c.MaxEntrySize, maxEntryDataHard)
+	}
+	if c.MaxBatchEntries <= 0 {
+		c.MaxBatchEntries = defaultMaxBatchEntries
+	}
+	if c.MaxBatchBytes <= 0 {
+		c.MaxBatchBytes = defaultMaxBatchBytes
+	}
+	return c, nil
+}
+
+// Status is a snapshot of a member's progress.
+type Status struct {
+	Role           string // always RoleLeader for a single member
+	Epoch          uint32 // the epoch new zxids are issued in
+	LastZxid       uint64 // zxid of the last entry in the log
+	CommittedIndex uint64 // last index on stable storage (committed: a single member is its own quorum)
+	AppliedIndex   uint64 // last index the state machine has applied
+	FirstIndex     uint64 // oldest index the log still holds
+	Segments       int    // segment files in the log
+	Stopped        bool
+}
+
+// Member is one member of a Zab ensemble: for now the only one, and so the
+// leader. Open starts its goroutines; Close stops them.
+type Member struct {
+	cfg    Config
+	logger *slog.Logger
+	sm     StateMachine
+	wal    *wal
+	lock   *dirLock
+
+	proposals chan *proposal
+	committed chan group // writer → applier; its buffer is the pipeline depth
+	syncReqs  chan chan syncResult
+
+	stopOnce sync.Once
+	stopCh   chan struct{} // closed to ask every goroutine to stop
+	done     chan struct{} // closed once everything has stopped and been released
+	wg       sync.WaitGroup
+	closeErr error // set before done is closed
+
+	errMu sync.Mutex
+	err   error // the first fatal error
+
+	// Writer-owned.
+	counter  uint32
+	lastTime int64
+
+	epoch          atomic.Uint32
+	lastZxid       atomic.Uint64
+	committedIndex atomic.Uint64
+	appliedIndex   atomic.Uint64
+}
+
+type proposal struct {
+	ctx  context.Context
+	data []byte
+	done chan result // buffered 1: the writer or applier never blocks on it
+}
+
+type result struct {
+	val any
+	err error
+}
+
+func (p *proposal) finish(val any, err error) { p.done <- result{val, err} }
+
+type group struct {
+	entries []Entry
+	props   []*proposal
+}
+
+type syncResult struct {
+	index uint64
+	err   error
+}
+
+// Open opens (or creates) the log in cfg.Dir, recovers it, replays every
+// entry after sm.AppliedIndex() into sm, persists a new epoch, and starts
+// the member. The member runs until Close or a fatal error.
+func Open(cfg Config, sm StateMachine) (*Member, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("zab: create log directory: %w", err)
+	}
+	lock, err := lockDir(cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("zab: %w", err)
+	}
+	m, err := open(cfg, sm, lock)
+	if err != nil {
+		lock.release()
+		return nil, fmt.Errorf("zab: open %s: %w", cfg.Dir, err)
+	}
+	return m, nil
+}
+
+func open(cfg Config, sm StateMachine, lock *dirLock) (*Member, error) {
+	ep, err := readEpochs(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	w, err := openWAL(cfg.Dir, cfg.Logger, cfg.SegmentSize)
+	if err != nil {
+		return nil, err
+	}
+	applied := sm.AppliedIndex()
+	if first := w.firstIndex(); first > 0 && applied+1 < first {
+		return nil, fmt.Errorf("log begins at index %d but the state machine has applied only through %d: entries %d-%d are gone",
+			first, applied, applied+1, first-1)
+	}
+	if w.lastIndex > applied {
+		err := w.read(applied+1, w.lastIndex, replayBatchEntries, func(batch []Entry) error {
+			if _, err := sm.Apply(batch); err != nil {
+				return fmt.Errorf("replay entries %d-%d: %w", batch[0].Index, batch[len(batch)-1].Index, err)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		cfg.Logger.Info("replayed log", "from", applied+1, "to", w.lastIndex)
+	}
+
+	// A new leadership starts a new epoch, persisted before any zxid in it
+	// is issued, so zxids grow across restarts even if the log is empty.
+	newEpoch := uint64(max(ep.Accepted, ep.Current, ZxidEpoch(w.lastZxid))) + 1
+	if newEpoch > math.MaxUint32 {
+		return nil, errors.New("epoch space exhausted")
+	}
+	if err := writeEpochs(cfg.Dir, epochs{Accepted: uint32(newEpoch), Current: uint32(newEpoch)}); err != nil {
+		return nil, err
+	}
+
+	next := max(w.lastIndex, applied) + 1
+	switch {
+	case w.segmentCount() == 0:
+		err = w.reset(next)
+	case applied > w.lastIndex:
+		// The state machine holds everything the log has (it was restored
+		// from elsewhere): the old segments are useless.
+		cfg.Logger.Warn("state machine is ahead of the log; starting a new log",
+			"applied_index", applied, "log_last_index", w.lastIndex)
+		err = w.reset(next)
+	default:
+		err = w.resume()
+	}
+	if err != nil {
+		return nil, err
+	}
+
+	m := &Member{
+		cfg:       cfg,
+		logger:    cfg.Logger,
+		sm:        sm,
+		wal:       w,
+		lock:      lock,
+		proposals: make(chan *proposal, cfg.MaxBatchEntries),
+		committed: make(chan group, 1),
+		syncReqs:  make(chan chan syncResult),
+		stopCh:    make(chan struct{}),
+		done:      make(chan struct{}),
+		lastTime:  w.lastTime,
+	}
+	m.epoch.Store(uint32(newEpoch))
+	m.lastZxid.Store(w.lastZxid)
+	m.committedIndex.Store(next - 1)
+	m.appliedIndex.Store(next - 1)
+	cfg.Logger.Info("zab member started", "role", RoleLeader, "epoch", newEpoch,
+		"last_index", next-1, "dir", cfg.Dir)
+
+	m.wg.Add(2)
+	go m.runWriter()
+	go m.runApplier()
+	if cfg.TrimInterval > 0 {
+		m.wg.Add(1)
+		go m.runTrimmer()
+	}
+	go m.supervise()
+	return m, nil
+}
+
+// Propose submits data and returns the state machine's result for it once
+// it is on stable storage and applied. If ctx ends before the proposal is
+// written it is dropped; if it ends later the entry may still commit, and
+// Propose returns ctx.Err() without waiting. data is copied.
+func (m *Member) Propose(ctx context.Context, data []byte) (any, error) {
+	if len(data) > m.cfg.MaxEntrySize {
+		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrEntryTooLarge, len(data), m.cfg.MaxEntrySize)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	p := &proposal{ctx: ctx, data: append([]byte(nil), data...), done: make(chan result, 1)}
+	select {
+	case m.proposals <- p:
+	case <-m.stopCh:
+		return nil, m.stoppedErr()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case r := <-p.done:
+		return r.val, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-m.done:
+		// Everything has stopped; the proposal was answered or never will be.
+		select {
+		case r := <-p.done:
+			return r.val, r.err
+		default:
+			return nil, m.stoppedErr()
+		}
+	}
+}
+
+// Trim makes the state machine durable (StateMachine.Sync, run between
+// applies) and removes every sealed log segment whose entries are all at
+// or below the index Sync covered. It returns that index.
+func (m *Member) Trim(ctx context.Context) (uint64, error) {
+	req := make(chan syncResult, 1)
+	select {
+	case m.syncReqs <- req:
+	case <-m.stopCh:
+		return 0, m.stoppedErr()
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	var res syncResult
+	select {
+	case res = <-req:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	if res.err != nil {
+		return 0, fmt.Errorf("zab: trim: sync state machine: %w", res.err)
+	}
+	// Sync ran on the applier, so appliedIndex already covers what it saw.
+	if applied := m.appliedIndex.Load(); res.index > applied {
+		return 0, fmt.Errorf("zab: trim: state machine says Sync covers index %d but only %d was applied; not trimming",
+			res.index, applied)
+	}
+	removed, err := m.wal.trimThrough(res.index)
+	if err != nil {
+		return res.index, fmt.Errorf("zab: trim through %d: %w", res.index, err)
+	}
+	if removed > 0 {
+		m.logger.Debug("trimmed log", "through", res.index, "segments_removed", removed,
+			"first_index", m.wal.firstIndex())
+	}
+	return res.index, nil
+}
+
+// Status reports the member's progress.
+func (m *Member) Status() Status {
+	stopped := false
+	select {
+	case <-m.stopCh:
+		stopped = true
+	default:
+	}
+	return Status{
+		Role:           RoleLeader,
+		Epoch:          m.epoch.Load(),
+		LastZxid:       m.lastZxid.Load(),
+		CommittedIndex: m.committedIndex.Load(),
+		AppliedIndex:   m.appliedIndex.Load(),
+		FirstIndex:     m.wal.firstIndex(),
+		Segments:       m.wal.segmentCount(),
+		Stopped:        stopped,
+	}
+}
+
+// Done is closed once the member has stopped, after Close or a fatal error.
+func (m *Member) Done() <-chan struct{} { return m.done }
+
+// Err returns the fatal error that stopped the member, if any.
+func (m *Member) Err() error {
+	m.errMu.Lock()
+	defer m.errMu.Unlock()
+	return m.err
+}
+
+// Close stops the member. Proposals already written are applied and
+// answered; proposals not yet written fail with ErrStopped. It returns once
+// every goroutine has exited and the log is closed. Close is idempotent.
+func (m *Member) Close() error {
+	m.stop()
+	<-m.done
+	return m.closeErr
+}
+
+func (m *Member) stop() { m.stopOnce.Do(func() { close(m.stopCh) }) }
+
+// fail records a fatal error and stops the member.
+func (m *Member) fail(err error) {
+	m.errMu.Lock()
+	if m.err == nil {
+		m.err = err
+		m.logger.Error("zab member stopping after a fatal error", "err", err)
+	}
+	m.errMu.Unlock()
+	m.stop()
+}
+
+func (m *Member) stoppedErr() error {
+	if err := m.Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrStopped, err)
+	}
+	return ErrStopped
+}
+
+// supervise waits for the member's goroutines, then fails whatever is
+// still queued, closes the log and releases the directory.
+func (m *Member) supervise() {
+	m.wg.Wait()
+	for {
+		select {
+		case p := <-m.proposals:
+			p.finish(nil, m.stoppedErr())
+			continue
+		default:
+		}
+		break
+	}
+	err := m.wal.close()
+	if lerr := m.lock.release(); err == nil && lerr != nil {
+		err = fmt.Errorf("zab: release log directory lock: %w", lerr)
+	}
+	m.closeErr = err
+	close(m.done)
+}
+
+// runWriter is the log writer: it gathers pending proposals into a group,
+// appends the group with one fdatasync, and hands it to the applier.
+func (m *Member) runWriter() {
+	defer m.wg.Done()
+	defer close(m.committed)
+	for {
+		// Checked first so a steady stream of proposals cannot outvote Close.
+		select {
+		case <-m.stopCh:
+			return
+		default:
+		}
+		var first *proposal
+		select {
+		case <-m.stopCh:
+			return
+		case first = <-m.proposals:
+		}
+		g, err := m.writeGroup(m.gather(first))
+		if err != nil {
+			m.fail(err)
+			for _, p := range g.props {
+				p.finish(nil, m.stoppedErr())
+			}
+			return
+		}
+		if len(g.entries) > 0 {
+			// Blocks while the applier is a group behind: that is the
+			// back-pressure that bounds memory.
+			m.committed <- g
+		}
+	}
+}
+
+// gather takes first and whatever else is already queued, within the batch
+// limits. Waiting for more would only add latency: proposals arriving
+// during the fsync form the next group.
+func (m *Member) gather(first *proposal) []*proposal {
+	props := []*proposal{first}
+	size := len(first.data)
+	for len(props) < m.cfg.MaxBatchEntries && size < m.cfg.MaxBatchBytes {
+		select {
+		case p := <-m.proposals:
+			props = append(props, p)
+			size += len(p.data)
+		default:
+			return props
+		}
+	}
+	return props
+}
+
+// writeGroup stamps the live proposals of props and makes them durable.
+// Proposals whose context has ended are answered and dropped unwritten.
+func (m *Member) writeGroup(props []*proposal) (group, error) {
+	live := props[:0]
+	for _, p := range props {
+		if err := p.ctx.Err(); err != nil {
+			p.finish(nil, err)
+			continue
+		}
+		live = append(live, p)
+	}
+	g := group{props: live}
+	if len(live) == 0 {
+		return g, nil
+	}
+	// Entry.Time never goes back, even if the wall clock does.
+	now := max(m.cfg.Clock().UnixMilli(), m.lastTime)
+	index := m.committedIndex.Load()
+	g.entries = make([]Entry, len(live))
+	for i, p := range live {
+		if m.counter == math.MaxUint32 {
+			if err := m.advanceEpoch(); err != nil {
+				return g, err
+			}
+		}
+		m.counter++
+		index++
+		g.entries[i] = Entry{Index: index, Zxid: MakeZxid(m.epoch.Load(), m.counter), Time: now, Data: p.data}
+	}
+	if err := m.wal.append(g.entries); err != nil {
+		return g, fmt.Errorf("append entries %d-%d: %w", g.entries[0].Index, index, err)
+	}
+	m.lastTime = now
+	m.lastZxid.Store(g.entries[len(g.entries)-1].Zxid)
+	m.committedIndex.Store(index)
+	return g, nil
+}
+
+// advanceEpoch moves to the next epoch when the counter is exhausted, as a
+// ZooKeeper leader does, persisting it before its first zxid is used.
+func (m *Member) advanceEpoch() error {
+	next := uint64(m.epoch.Load()) + 1
+	if next > math.MaxUint32 {
+		return errors.New("epoch space exhausted")
+	}
+	if err := writeEpochs(m.cfg.Dir, epochs{Accepted: uint32(next), Current: uint32(next)}); err != nil {
+		return err
+	}
+	m.epoch.Store(uint32(next))
+	m.counter = 0
+	return nil
+}
+
+// runApplier applies committed groups in order and answers their
+// proposers. State machine Syncs run here too, between groups.
+func (m *Member) runApplier() {
+	defer m.wg.Done()
+	failed := false
+	for {
+		select {
+		case g, ok := <-m.committed:
+			if !ok {
+				return
+			}
+			if failed {
+				for _, p := range g.props {
+					p.finish(nil, m.stoppedErr())
+				}
+				continue
+			}
+			if err := m.applyGroup(g); err != nil {
+				failed = true
+				m.fail(err)
+				for _, p := range g.props {
+					p.finish(nil, m.stoppedErr())
+				}
+			}
+		case req := <-m.syncReqs:
+			if failed {
+				req <- syncResult{err: m.stoppedErr()}
+				continue
+			}
+			idx, err := m.sm.Sync()
+			req <- syncResult{index: idx, err: err}
+		}
+	}
+}
+
+func (m *Member) applyGroup(g group) error {
+	first, last := g.entries[0].Index, g.entries[len(g.entries)-1].Index
+	results, err := m.sm.Apply(g.entries)
+	if err != nil {
+		return fmt.Errorf("apply entries %d-%d: %w", first, last, err)
+	}
+	if len(results) != len(g.entries) {
+		return fmt.Errorf("apply entries %d-%d: state machine returned %d results for %d entries",
+			first, last, len(results), len(g.entries))
+	}
+	m.appliedIndex.Store(last)
+	for i, p := range g.props {
+		p.finish(results[i], nil)
+	}
+	return nil
+}
+
+// runTrimmer trims the log every TrimInterval until the member stops.
+func (m *Member) runTrimmer() {
+	defer m.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-m.stopCh:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	t := time.NewTicker(m.cfg.TrimInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := m.Trim(ctx); err != nil && !errors.Is(err, ErrStopped) && ctx.Err() == nil {
+				m.logger.Warn("background log trim failed", "err", err)
+			}
+		}
+	}
+}

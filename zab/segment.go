@@ -1,0 +1,95 @@
+package zab
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// A segment file is named after the index of its first record
+// (zero-padded, so names sort like indexes) and starts with a header that
+// repeats that index. A segment is created whole, header included, before
+// any record goes into it, so a valid log never holds a torn header.
+const (
+	segmentSuffix     = ".log"
+	segmentMagic      = "JANUSZAB"
+	segmentHeaderSize = len(segmentMagic) + 8
+)
+
+func segmentName(first uint64) string {
+	return fmt.Sprintf("%020d%s", first, segmentSuffix)
+}
+
+// parseSegmentName returns the first index encoded in a segment file name.
+func parseSegmentName(name string) (uint64, bool) {
+	base, ok := strings.CutSuffix(name, segmentSuffix)
+	if !ok || len(base) != 20 {
+		return 0, false
+	}
+	first, err := strconv.ParseUint(base, 10, 64)
+	if err != nil || first == 0 {
+		return 0, false
+	}
+	return first, true
+}
+
+func segmentHeader(first uint64) []byte {
+	b := make([]byte, 0, segmentHeaderSize)
+	b = append(b, segmentMagic...)
+	return binary.LittleEndian.AppendUint64(b, first)
+}
+
+// segmentScan is what reading one segment found.
+type segmentScan struct {
+	last     uint64 // index of the last whole record; first-1 if none
+	lastZxid uint64
+	lastTime int64
+	end      int   // offset just past the last whole record
+	torn     error // non-nil when the segment has a damaged tail after end
+}
+
+// scanSegment validates a segment's bytes. first is the index its name
+// promises; prevZxid the zxid of the record before it. In a sealed (not
+// last) segment any damaged record is an error. In the last segment a
+// damaged record is a torn tail, unless some valid later record follows
+// it, which means the damage is in the middle of acknowledged data.
+func scanSegment(buf []byte, first, prevZxid uint64, isLast bool) (segmentScan, error) {
+	if len(buf) < segmentHeaderSize || string(buf[:len(segmentMagic)]) != segmentMagic {
+		return segmentScan{}, errors.New("bad segment header")
+	}
+	if got := binary.LittleEndian.Uint64(buf[len(segmentMagic):]); got != first {
+		return segmentScan{}, fmt.Errorf("segment header says first index %d, file name says %d", got, first)
+	}
+	s := segmentScan{last: first - 1, lastZxid: prevZxid, end: segmentHeaderSize}
+	for s.end < len(buf) {
+		e, n, err := decodeRecord(buf[s.end:])
+		if err != nil {
+			if !isLast {
+				return s, fmt.Errorf("damaged record at offset %d (index %d) in a sealed segment: %w", s.end, s.last+1, err)
+			}
+			// Any valid record after the damage must have a higher index; each
+			// takes at least recordHeaderSize bytes, which bounds how high.
+			limit := s.last + uint64(len(buf)-s.end)/recordHeaderSize + 1
+			for p := s.end + 1; p < len(buf); p++ {
+				if looksLikeRecordAt(buf, p, s.last, limit) {
+					return s, fmt.Errorf("damaged record at offset %d (index %d) is followed by a valid record at offset %d: %w",
+						s.end, s.last+1, p, err)
+				}
+			}
+			s.torn = err
+			return s, nil
+		}
+		if e.Index != s.last+1 {
+			return s, fmt.Errorf("record at offset %d has index %d, want %d", s.end, e.Index, s.last+1)
+		}
+		if e.Zxid <= s.lastZxid {
+			return s, fmt.Errorf("record %d at offset %d has zxid %s, not above the previous %s",
+				e.Index, s.end, FormatZxid(e.Zxid), FormatZxid(s.lastZxid))
+		}
+		s.last, s.lastZxid, s.lastTime = e.Index, e.Zxid, e.Time
+		s.end += n
+	}
+	return s, nil
+}

@@ -1,0 +1,334 @@
+package zab
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// segment describes one segment file of the log.
+type segment struct {
+	first uint64 // index of its first record
+	last  uint64 // index of its last record; first-1 while empty
+	path  string
+}
+
+// wal is the segmented, append-only transaction log. Appends, rolls and
+// the fields marked writer-owned belong to one goroutine (the member's
+// writer); trim and reads may run beside it and share only segs, under mu.
+type wal struct {
+	dir         string
+	logger      *slog.Logger
+	segmentSize int64
+
+	mu   sync.Mutex
+	segs []segment // ascending by index; the last is the active segment
+
+	// Writer-owned.
+	active     *os.File
+	activeSize int64
+	lastIndex  uint64
+	lastZxid   uint64
+	lastTime   int64
+	buf        []byte
+}
+
+// openWAL reads and validates every segment in dir, truncating a torn tail
+// of the last one. It leaves no segment open for writing: call resume or
+// reset next.
+func openWAL(dir string, logger *slog.Logger, segmentSize int64) (*wal, error) {
+	w := &wal{dir: dir, logger: logger, segmentSize: segmentSize}
+	names, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("read log directory: %w", err)
+	}
+	for _, de := range names {
+		name := de.Name()
+		if strings.HasSuffix(name, tmpSuffix) {
+			// Never renamed into place, so never part of the log.
+			if err := os.Remove(filepath.Join(dir, name)); err != nil {
+				return nil, fmt.Errorf("remove leftover %s: %w", name, err)
+			}
+			continue
+		}
+		if first, ok := parseSegmentName(name); ok && de.Type().IsRegular() {
+			w.segs = append(w.segs, segment{first: first, path: filepath.Join(dir, name)})
+		}
+	}
+	slices.SortFunc(w.segs, func(a, b segment) int { return cmpUint64(a.first, b.first) })
+
+	for i := range w.segs {
+		seg := &w.segs[i]
+		isLast := i == len(w.segs)-1
+		if i > 0 && seg.first != w.lastIndex+1 {
+			return nil, fmt.Errorf("log segment %s starts at index %d but the previous one ends at %d: entries are missing",
+				filepath.Base(seg.path), seg.first, w.lastIndex)
+		}
+		buf, err := os.ReadFile(seg.path)
+		if err != nil {
+			return nil, fmt.Errorf("read log segment: %w", err)
+		}
+		s, err := scanSegment(buf, seg.first, w.lastZxid, isLast)
+		if err != nil {
+			return nil, fmt.Errorf("log segment %s is corrupt, refusing to start: %w", seg.path, err)
+		}
+		if s.torn != nil {
+			w.logger.Warn("truncating torn tail of the log",
+				"segment", seg.path, "offset", s.end, "bytes_dropped", len(buf)-s.end,
+				"last_whole_index", s.last, "reason", s.torn.Error())
+			if err := truncateFile(seg.path, int64(s.end)); err != nil {
+				return nil, err
+			}
+		}
+		seg.last = s.last
+		if s.last >= seg.first {
+			w.lastIndex, w.lastZxid, w.lastTime = s.last, s.lastZxid, s.lastTime
+		} else {
+			w.lastIndex = seg.first - 1
+		}
+	}
+	return w, nil
+}
+
+func cmpUint64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func truncateFile(path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("open %s to truncate: %w", path, err)
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		return fmt.Errorf("truncate %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sync %s after truncate: %w", path, err)
+	}
+	return nil
+}
+
+// firstIndex returns the index of the oldest entry the log can still hold.
+func (w *wal) firstIndex() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.segs) == 0 {
+		return 0
+	}
+	return w.segs[0].first
+}
+
+func (w *wal) segmentCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.segs)
+}
+
+// resume opens the last segment for appending.
+func (w *wal) resume() error {
+	seg := w.segs[len(w.segs)-1]
+	f, err := os.OpenFile(seg.path, os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("open active segment: %w", err)
+	}
+	end, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("seek active segment: %w", err)
+	}
+	w.active, w.activeSize = f, end
+	return nil
+}
+
+// reset drops every segment and starts an empty log whose next entry is
+// next. It is used for a new log and when the state machine already holds
+// every entry the log has.
+func (w *wal) reset(next uint64) error {
+	w.mu.Lock()
+	old := w.segs
+	w.segs = nil
+	w.mu.Unlock()
+	for _, seg := range old {
+		if err := os.Remove(seg.path); err != nil {
+			return fmt.Errorf("remove obsolete segment: %w", err)
+		}
+	}
+	w.lastIndex = next - 1
+	return w.openSegment(next)
+}
+
+// openSegment creates a segment whose first record will be first, makes
+// its creation durable, and makes it the active segment.
+func (w *wal) openSegment(first uint64) error {
+	path := filepath.Join(w.dir, segmentName(first))
+	if err := writeFileAtomic(path, segmentHeader(first)); err != nil {
+		return fmt.Errorf("create segment: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return fmt.Errorf("open new segment: %w", err)
+	}
+	w.active, w.activeSize = f, int64(segmentHeaderSize)
+	w.mu.Lock()
+	w.segs = append(w.segs, segment{first: first, last: first - 1, path: path})
+	w.mu.Unlock()
+	return nil
+}
+
+// append writes entries, which must continue the log densely, and returns
+// once they are on stable storage (one fdatasync for all of them). After an
+// error the log's on-disk tail is unknown and the caller must stop writing.
+func (w *wal) append(entries []Entry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	w.buf = w.buf[:0]
+	for _, e := range entries {
+		w.buf = appendRecord(w.buf, e)
+	}
+	if w.activeSize > int64(segmentHeaderSize) && w.activeSize+int64(len(w.buf)) > w.segmentSize {
+		if err := w.roll(entries[0].Index); err != nil {
+			return err
+		}
+	}
+	if _, err := w.active.Write(w.buf); err != nil {
+		return fmt.Errorf("write log: %w", err)
+	}
+	w.activeSize += int64(len(w.buf))
+	if err := fdatasync(w.active); err != nil {
+		return fmt.Errorf("sync log: %w", err)
+	}
+	last := entries[len(entries)-1]
+	w.lastIndex, w.lastZxid, w.lastTime = last.Index, last.Zxid, last.Time
+	w.mu.Lock()
+	w.segs[len(w.segs)-1].last = last.Index
+	w.mu.Unlock()
+	// Large batches would otherwise pin a large buffer for the member's life.
+	if cap(w.buf) > 8<<20 {
+		w.buf = nil
+	}
+	return nil
+}
+
+// roll seals the active segment (already synced by the append that wrote
+// it) and starts a new one at first.
+func (w *wal) roll(first uint64) error {
+	if err := w.active.Close(); err != nil {
+		return fmt.Errorf("close sealed segment: %w", err)
+	}
+	w.active = nil
+	return w.openSegment(first)
+}
+
+// trimThrough removes every sealed segment whose entries are all at or
+// below index. The active segment is never removed.
+func (w *wal) trimThrough(index uint64) (removed int, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for n < len(w.segs)-1 && w.segs[n].last <= index {
+		n++
+	}
+	// Oldest first, so a crash mid-trim still leaves a contiguous log.
+	for i := 0; i < n; i++ {
+		if err := os.Remove(w.segs[i].path); err != nil {
+			w.segs = w.segs[i:]
+			return i, fmt.Errorf("remove segment: %w", err)
+		}
+	}
+	w.segs = slices.Delete(w.segs, 0, n)
+	if n > 0 {
+		if err := syncDir(w.dir); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// errLogGap is returned by read when the requested entries are no longer in
+// the log.
+var errLogGap = errors.New("entries no longer in the log")
+
+// read calls fn with consecutive batches of at most batch entries holding
+// every entry in [from, to]. Entries at or below to must be on disk (the
+// caller knows they were synced). Each entry's Data is freshly allocated
+// and may be retained.
+func (w *wal) read(from, to uint64, batch int, fn func([]Entry) error) error {
+	if from > to {
+		return nil
+	}
+	w.mu.Lock()
+	segs := slices.Clone(w.segs)
+	w.mu.Unlock()
+	if len(segs) == 0 || segs[0].first > from {
+		return fmt.Errorf("read from index %d: %w", from, errLogGap)
+	}
+	next := from
+	pending := make([]Entry, 0, batch)
+	for _, seg := range segs {
+		if seg.last < next || seg.first > to {
+			continue
+		}
+		buf, err := os.ReadFile(seg.path)
+		if err != nil {
+			return fmt.Errorf("read log segment: %w", err)
+		}
+		off := segmentHeaderSize
+		for next <= to && next <= seg.last {
+			e, n, err := decodeRecord(buf[off:])
+			if err != nil {
+				return fmt.Errorf("log segment %s, offset %d: %w", seg.path, off, err)
+			}
+			off += n
+			if e.Index < next {
+				continue
+			}
+			if e.Index != next {
+				return fmt.Errorf("log segment %s, offset %d: index %d, want %d", seg.path, off-n, e.Index, next)
+			}
+			pending = append(pending, e)
+			next++
+			if len(pending) == batch {
+				if err := fn(pending); err != nil {
+					return err
+				}
+				pending = make([]Entry, 0, batch)
+			}
+		}
+	}
+	if len(pending) > 0 {
+		if err := fn(pending); err != nil {
+			return err
+		}
+	}
+	if next <= to {
+		return fmt.Errorf("read through index %d: log ends at %d: %w", to, next-1, errLogGap)
+	}
+	return nil
+}
+
+// close closes the active segment. Everything appended is already durable.
+func (w *wal) close() error {
+	if w.active == nil {
+		return nil
+	}
+	err := w.active.Close()
+	w.active = nil
+	if err != nil {
+		return fmt.Errorf("close active segment: %w", err)
+	}
+	return nil
+}
