@@ -144,7 +144,7 @@ func (s *stateMachine) Apply(entries []zab.Entry) ([]any, error) {
 	return out, nil
 }
 
-func (s *stateMachine) AppliedIndex() uint64   { return s.m.store.AppliedIndex() }
+func (s *stateMachine) AppliedIndex() uint64  { return s.m.store.AppliedIndex() }
 func (s *stateMachine) Sync() (uint64, error) { return s.m.store.Sync() }
 
 // history adapts the store's event log to the hub.
