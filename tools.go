@@ -12,7 +12,7 @@ import (
 	_ "go.etcd.io/etcd/client/v3"
 	_ "go.etcd.io/etcd/client/v3/concurrency"
 	_ "go.etcd.io/etcd/server/v3/embed"
-	_ "go.etcd.io/etcd/server/v3/etcdserver/api/v3lock/v3lockpb"
 	_ "go.etcd.io/etcd/server/v3/etcdserver/api/v3election/v3electionpb"
+	_ "go.etcd.io/etcd/server/v3/etcdserver/api/v3lock/v3lockpb"
 	_ "google.golang.org/grpc"
 )
