@@ -12,7 +12,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
 )
 
 // The child side of TestAcknowledgedWritesSurviveSIGKILL: it runs a member
@@ -148,4 +147,3 @@ func BenchmarkPropose(b *testing.B) {
 		})
 	}
 }
-
