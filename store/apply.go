@@ -1,0 +1,299 @@
+package store
+
+import (
+	"fmt"
+
+	badger "github.com/dgraph-io/badger/v4"
+
+	"github.com/januskv/janus/core"
+)
+
+// applyBase is the View Apply's overlay reads: Badger at the applied index,
+// so that writes a crash left above it are invisible. It remembers the node
+// records it read, raw, for the event recorder.
+type applyBase struct {
+	reader
+	raw map[string][]byte // key -> stored node encoding, nil if absent
+}
+
+func (b *applyBase) Node(key []byte) (*core.Node, error) {
+	enc, err := b.rawNode(key)
+	if err != nil || enc == nil {
+		return nil, err
+	}
+	return core.DecodeNode(append([]byte(nil), key...), enc)
+}
+
+func (b *applyBase) rawNode(key []byte) ([]byte, error) {
+	if enc, ok := b.raw[string(key)]; ok {
+		return enc, nil
+	}
+	enc, err := b.get(nodeKey(key))
+	if err != nil {
+		return nil, err
+	}
+	b.raw[string(key)] = enc
+	return enc, nil
+}
+
+// groupWrites is what one Apply call writes, built before any of it is.
+type groupWrites struct {
+	batches []*core.Batch
+	events  [][]byte // event record per batch, nil when it made no revision
+	// nodes holds the stored encoding of every node the group wrote so
+	// far (nil for a delete): the state entries later in the group see.
+	nodes map[string][]byte
+	// revIndex maps the revisions the group created to their entries.
+	revIndex map[int64]uint64
+}
+
+// Apply applies a group of committed entries in order and makes their
+// effects visible to readers. It must be called from one goroutine at a
+// time. Entry indexes must increase, starting above AppliedIndex.
+//
+// The group's batches are written to Badger at their entries' indexes
+// first, the applied index after them, and only then is the new state
+// published to readers. A crash in between leaves writes above the applied
+// index that no read sees; replaying the same entries rewrites them
+// identically. An error leaves the published state as it was, but the
+// caller must stop applying: the state machine could not read its state.
+func (s *Store) Apply(entries []core.Entry) ([]*core.Result, []*core.Batch, error) {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	if s.closed.Load() {
+		return nil, nil, ErrClosed
+	}
+	if len(entries) == 0 {
+		return nil, nil, nil
+	}
+	st := s.state.Load()
+	base := &applyBase{reader: reader{s.db.NewTransactionAt(st.applied, false)}, raw: map[string][]byte{}}
+	defer base.txn.Discard()
+	ov := core.NewOverlay(base)
+	g := &groupWrites{nodes: map[string][]byte{}, revIndex: map[int64]uint64{}}
+	results := make([]*core.Result, 0, len(entries))
+	last := st.applied
+	for i := range entries {
+		e := &entries[i]
+		if e.Index <= last {
+			return nil, nil, fmt.Errorf("store: entry index %d does not follow %d", e.Index, last)
+		}
+		last = e.Index
+		res, b, err := core.Apply(ov, e)
+		if err != nil {
+			return nil, nil, fmt.Errorf("store: apply entry %d: %w", e.Index, err)
+		}
+		if err := g.add(b, base); err != nil {
+			return nil, nil, err
+		}
+		results = append(results, res)
+	}
+	meta, err := ov.Meta()
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: read meta after group: %w", err)
+	}
+	if err := s.write(g, st.compactRev); err != nil {
+		return nil, nil, err
+	}
+	if s.crashBeforeApplied {
+		return nil, nil, fmt.Errorf("store: stopped before recording applied index %d (test crash)", last)
+	}
+	if err := s.writeApplied(last); err != nil {
+		return nil, nil, err
+	}
+	if meta.CompactRev != st.compactRev {
+		readFloor, eventFloor := s.floorsFor(meta.CompactRev)
+		want, err := discardFor(readFloor, func(rev int64) (uint64, bool, error) {
+			if idx, ok := g.revIndex[rev]; ok {
+				return idx, true, nil
+			}
+			return base.revIndex(rev)
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		s.hist.advance(readFloor, eventFloor, want)
+	}
+	s.state.Store(&published{applied: last, rev: meta.Rev, compactRev: meta.CompactRev})
+	return results, g.batches, nil
+}
+
+// add records one entry's batch and its event record.
+func (g *groupWrites) add(b *core.Batch, base *applyBase) error {
+	var rec []byte
+	if b.Changed {
+		after := map[string][]byte{}
+		for _, w := range b.Nodes {
+			if w.Node != nil {
+				after[string(w.Key)] = core.AppendNode(nil, w.Node)
+			}
+		}
+		er := eventRecorder{
+			before: func(key []byte) ([]byte, error) {
+				if enc, ok := g.nodes[string(key)]; ok {
+					return enc, nil
+				}
+				return base.rawNode(key)
+			},
+			after: func(key []byte) []byte { return after[string(key)] },
+		}
+		var err error
+		if rec, err = er.record(b); err != nil {
+			return err
+		}
+		g.revIndex[b.Rev] = b.Index
+	}
+	for _, w := range b.Nodes {
+		var enc []byte
+		if w.Node != nil {
+			enc = core.AppendNode(nil, w.Node)
+		}
+		g.nodes[string(w.Key)] = enc
+	}
+	g.batches = append(g.batches, b)
+	g.events = append(g.events, rec)
+	return nil
+}
+
+// write puts every batch of the group into Badger at its entry's index,
+// then trims the revision index and event log below any new compact
+// revision.
+func (s *Store) write(g *groupWrites, compactRev int64) error {
+	wb := s.db.NewManagedWriteBatch()
+	for i, b := range g.batches {
+		if err := writeBatch(wb, b, g.events[i]); err != nil {
+			wb.Cancel()
+			return fmt.Errorf("store: write entry %d: %w", b.Index, err)
+		}
+	}
+	if err := wb.Flush(); err != nil {
+		return fmt.Errorf("store: write group: %w", err)
+	}
+	from := max(compactRev, s.restoredRev, 1)
+	for _, b := range g.batches {
+		if b.Compact == 0 {
+			continue
+		}
+		if err := s.trimHistory(from, b.Compact, b.Index); err != nil {
+			return err
+		}
+		from = max(from, b.Compact)
+	}
+	return nil
+}
+
+func writeBatch(wb *badger.WriteBatch, b *core.Batch, events []byte) error {
+	ts := b.Index
+	set := func(key, value []byte) error {
+		if value == nil {
+			value = []byte{}
+		}
+		return wb.SetEntryAt(badger.NewEntry(key, value), ts)
+	}
+	del := func(key []byte) error { return wb.DeleteAt(key, ts) }
+	for _, w := range b.Nodes {
+		var err error
+		if w.Node != nil {
+			err = set(nodeKey(w.Key), core.AppendNode(nil, w.Node))
+		} else {
+			err = del(nodeKey(w.Key))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for _, w := range b.Dirs {
+		var err error
+		if w.Dir != nil {
+			err = set(dirKey(w.Path), core.AppendDir(nil, w.Dir))
+		} else {
+			err = del(dirKey(w.Path))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for _, w := range b.Children {
+		var err error
+		if w.Present {
+			err = set(childKey(w.Parent, w.Name), nil)
+		} else {
+			err = del(childKey(w.Parent, w.Name))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for _, w := range b.Leases {
+		var err error
+		if w.Lease != nil {
+			err = set(leaseKey(w.ID), core.AppendLease(nil, w.Lease))
+		} else {
+			err = del(leaseKey(w.ID))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for _, w := range b.LeaseKeys {
+		var err error
+		if w.Present {
+			err = set(leaseAttachKey(w.ID, w.Key), nil)
+		} else {
+			err = del(leaseAttachKey(w.ID, w.Key))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if b.Meta != nil {
+		if err := set(metaKey(metaCore), core.AppendMeta(nil, *b.Meta)); err != nil {
+			return err
+		}
+	}
+	if b.Changed {
+		if err := set(revIndexKey(b.Rev), encodeUint64(b.Index)); err != nil {
+			return err
+		}
+		if err := set(eventKey(b.Rev), events); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// trimHistory deletes, at timestamp ts, the revision index and event log
+// records of revisions [from, to), a bounded chunk per write.
+func (s *Store) trimHistory(from, to int64, ts uint64) error {
+	for lo := from; lo < to; lo += compactChunk {
+		hi := min(lo+compactChunk, to)
+		wb := s.db.NewManagedWriteBatch()
+		for rev := lo; rev < hi; rev++ {
+			if err := wb.DeleteAt(revIndexKey(rev), ts); err != nil {
+				wb.Cancel()
+				return fmt.Errorf("store: trim history at revision %d: %w", rev, err)
+			}
+			if err := wb.DeleteAt(eventKey(rev), ts); err != nil {
+				wb.Cancel()
+				return fmt.Errorf("store: trim history at revision %d: %w", rev, err)
+			}
+		}
+		if err := wb.Flush(); err != nil {
+			return fmt.Errorf("store: trim history [%d, %d): %w", lo, hi, err)
+		}
+	}
+	return nil
+}
+
+// writeApplied records the applied index, alone, after everything it covers.
+func (s *Store) writeApplied(index uint64) error {
+	wb := s.db.NewManagedWriteBatch()
+	if err := wb.SetEntryAt(badger.NewEntry(metaKey(metaApplied), encodeUint64(index)), index); err != nil {
+		wb.Cancel()
+		return fmt.Errorf("store: record applied index %d: %w", index, err)
+	}
+	if err := wb.Flush(); err != nil {
+		return fmt.Errorf("store: record applied index %d: %w", index, err)
+	}
+	return nil
+}

@@ -1,0 +1,53 @@
+// Package store keeps Janus's versioned state in Badger: the records core.Apply
+// writes, readable at the current revision and at any revision not yet
+// compacted, with the event log that watches replay.
+//
+// # Timestamps
+//
+// Badger runs in managed mode and every record is written at the log index of
+// the entry that wrote it (core.Batch.Index). A read at timestamp i sees the
+// state after entry i. etcd revisions are not timestamps: the revision index
+// maps each revision to the entry that created it, and because every change
+// of a node makes a revision, reading at that entry's index shows exactly the
+// nodes of the revision. The latest state is read at the applied index.
+//
+// # Key layout
+//
+//	n key                  node record (core.AppendNode); ordered by key, so an
+//	                       etcd range is one ordered scan
+//	d path                 Dir record of a tree path (core.AppendDir)
+//	c parent 0x00 name     child index entry (empty value): listing children
+//	                       scans only the parent's direct children
+//	l id(8)                lease (core.AppendLease); ids are big-endian
+//	k id(8) key            key attached to a lease (empty value)
+//	m "core"               core.Meta
+//	m "applied"            applied index (8 bytes, big-endian)
+//	m "restored"           revision a snapshot was restored at
+//	r rev(8)               index of the entry that created rev
+//	e rev(8)               the revision's events, keys only (see events.go)
+//
+// # Write order and crashes
+//
+// Apply writes a group's batches, then the applied index, then lets readers
+// see the new state. Badger does not fsync (the consensus log is the
+// durability); after a crash the applied index Badger kept says where the
+// log is replayed from. Writes of a group that had not recorded its applied
+// index lie above it, where no read looks, and replay rewrites them with the
+// same bytes. This relies on the entries replayed being those applied before.
+//
+// # Compaction
+//
+// Compacting to revision C refuses reads below C, trims the revision index and
+// event log below C, and sets Badger's discard timestamp to one below the
+// index that created C, so that revision C-1, where the Prev of C's events is
+// read, stays intact. Badger v4.9's levels.go (compactBuildTables/addKeys)
+// was checked for what a discard timestamp means with NumVersionsToKeep = 1:
+// versions above it are never counted nor dropped; at or below it, per key,
+// the newest version is kept and all older ones skipped, and when that newest
+// one is a delete the key is dropped altogether (its tombstone kept only while
+// lower levels overlap). So every read at or above the discard timestamp is
+// answered exactly, and reads below it are not, which is why the store
+// refuses them itself and why an open View pins the discard timestamp it
+// opened under until it is closed. Badger forgets the discard timestamp on
+// restart; Open sets it again from the compact revision.
+package store

@@ -1,0 +1,311 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+
+	badger "github.com/dgraph-io/badger/v4"
+
+	"github.com/januskv/janus/core"
+)
+
+// Config says where and how to open a Store.
+type Config struct {
+	// Dir is the Badger directory; it is created if missing.
+	Dir string
+	// Logger receives Badger's warnings and errors and the store's own
+	// messages. Nil discards them.
+	Logger *slog.Logger
+	// MemTableSize and BlockCacheSize override the modest defaults below
+	// when set (bytes).
+	MemTableSize   int64
+	BlockCacheSize int64
+}
+
+const (
+	defaultMemTableSize   = 16 << 20
+	defaultBlockCacheSize = 32 << 20
+	// compactChunk bounds how many revisions' index and event records one
+	// write of a compaction deletes.
+	compactChunk = 4096
+)
+
+// ErrClosed is returned by calls on a closed Store.
+var ErrClosed = errors.New("store: closed")
+
+// Store is the Badger-backed, versioned state. Apply is called from one
+// goroutine; every read method may be called from any number of goroutines
+// at the same time as Apply.
+type Store struct {
+	db  *badger.DB
+	log *slog.Logger
+
+	// applyMu makes Apply, RestoreSnapshot and Close exclusive. Readers
+	// never take it.
+	applyMu sync.Mutex
+	// state is what readers see: swapped only after the applied index that
+	// it describes is in Badger.
+	state atomic.Pointer[published]
+	hist  *history
+	// restoredRev is the revision a snapshot was restored at (0 if none);
+	// owned by the applier.
+	restoredRev int64
+	closed      atomic.Bool
+
+	// crashBeforeApplied makes Apply stop after writing a group's batches
+	// and before recording the applied index, as a crash there would. Only
+	// tests set it.
+	crashBeforeApplied bool
+}
+
+// published is one consistent point for readers.
+type published struct {
+	applied    uint64
+	rev        int64
+	compactRev int64
+}
+
+// Open opens (creating if needed) the store in cfg.Dir.
+func Open(cfg Config) (*Store, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("store: no directory given")
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	memTable := pick(cfg.MemTableSize, defaultMemTableSize)
+	opts := badger.DefaultOptions(cfg.Dir).
+		// The consensus log is the durability: after a crash it is replayed
+		// from the applied index Badger kept, so Badger need not fsync.
+		WithSyncWrites(false).
+		// Versions above the discard timestamp are history; at or below it
+		// only the newest version of a key is kept (see package doc).
+		WithNumVersionsToKeep(1).
+		WithDetectConflicts(false).
+		// Badger's metrics are process-global expvars; the store reports
+		// its own figures instead.
+		WithMetricsEnabled(false).
+		WithMemTableSize(memTable).
+		// Badger requires a value kept in the LSM tree to fit a write batch
+		// (15% of a memtable); bigger values go to the value log.
+		WithValueThreshold(min(1<<20, memTable/10)).
+		WithNumMemtables(3).
+		WithBlockCacheSize(pick(cfg.BlockCacheSize, defaultBlockCacheSize)).
+		WithValueLogFileSize(64 << 20).
+		WithNumCompactors(2).
+		WithNumGoroutines(2).
+		WithLogger(badgerLogger{log})
+	db, err := badger.OpenManaged(opts)
+	if err != nil {
+		return nil, fmt.Errorf("store: open badger in %s: %w", cfg.Dir, err)
+	}
+	s := &Store{db: db, log: log}
+	s.hist = newHistory(db.SetDiscardTs)
+	if err := s.load(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func pick(v, def int64) int64 {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+// load reads the applied index and what hangs on it, and publishes it.
+func (s *Store) load() error {
+	latest := reader{s.db.NewTransactionAt(math.MaxUint64, false)}
+	b, err := latest.get(metaKey(metaApplied))
+	latest.txn.Discard()
+	if err != nil {
+		return err
+	}
+	var applied uint64
+	if b != nil {
+		if len(b) != 8 {
+			return fmt.Errorf("store: applied index record is %d bytes", len(b))
+		}
+		applied = getUint64(b)
+	}
+	r := reader{s.db.NewTransactionAt(applied, false)}
+	defer r.txn.Discard()
+	meta, err := r.Meta()
+	if err != nil {
+		return fmt.Errorf("store: read meta at %d: %w", applied, err)
+	}
+	if b, err := r.get(metaKey(metaRestored)); err != nil {
+		return err
+	} else if b != nil {
+		s.restoredRev = int64(getUint64(b))
+	}
+	readFloor, eventFloor := s.floorsFor(meta.CompactRev)
+	want, err := discardFor(readFloor, r.revIndex)
+	if err != nil {
+		return err
+	}
+	s.hist.advance(readFloor, eventFloor, want)
+	s.state.Store(&published{applied: applied, rev: meta.Rev, compactRev: meta.CompactRev})
+	s.log.Debug("store opened", "applied", applied, "rev", meta.Rev, "compact_rev", meta.CompactRev)
+	return nil
+}
+
+// floorsFor returns the oldest revision readable and the oldest whose events
+// can be replayed, given core's compact revision.
+func (s *Store) floorsFor(compactRev int64) (readFloor, eventFloor int64) {
+	readFloor, eventFloor = compactRev, compactRev
+	if s.restoredRev > 0 {
+		readFloor = max(readFloor, s.restoredRev)
+		eventFloor = max(eventFloor, s.restoredRev+1)
+	}
+	return readFloor, eventFloor
+}
+
+// discardFor returns Badger's discard timestamp for a read floor: one below
+// the index that created the floor revision. Revision floor-1 then stays
+// readable too, which is where Events reads the Prev of floor's events.
+func discardFor(floor int64, indexOf func(int64) (uint64, bool, error)) (uint64, error) {
+	if floor <= 1 {
+		return 0, nil
+	}
+	idx, ok, err := indexOf(floor)
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return 0, fmt.Errorf("store: no index recorded for revision %d", floor)
+	}
+	if idx == 0 {
+		return 0, nil
+	}
+	return idx - 1, nil
+}
+
+// Close closes Badger. Views must be closed before.
+func (s *Store) Close() error {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	if s.closed.Swap(true) {
+		return nil
+	}
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("store: close badger: %w", err)
+	}
+	return nil
+}
+
+// AppliedIndex returns the index of the last entry whose effects readers see.
+func (s *Store) AppliedIndex() uint64 { return s.state.Load().applied }
+
+// Rev returns the current revision.
+func (s *Store) Rev() int64 { return s.state.Load().rev }
+
+// Latest returns a View of the current state.
+func (s *Store) Latest() (*View, error) {
+	return s.latest(s.state.Load())
+}
+
+func (s *Store) latest(st *published) (*View, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	pin, err := s.hist.pin(st.rev, false)
+	if err != nil {
+		return nil, err
+	}
+	return &View{
+		reader:  reader{s.db.NewTransactionAt(st.applied, false)},
+		rev:     st.rev,
+		release: func() { s.hist.unpin(pin) },
+	}, nil
+}
+
+// At returns a View of the state at revision rev: core.ErrCompacted below
+// the compact revision, core.ErrFutureRev above the current one, the latest
+// state for rev <= 0.
+func (s *Store) At(rev int64) (*View, error) {
+	st := s.state.Load()
+	switch {
+	case rev <= 0 || rev == st.rev:
+		return s.latest(st)
+	case rev > st.rev:
+		return nil, core.ErrFutureRev
+	}
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	pin, err := s.hist.pin(rev, false)
+	if err != nil {
+		return nil, err
+	}
+	// The state while rev was current ends just before the entry that
+	// made the next revision, so a View at rev also shows the lease and
+	// compaction changes made at rev, as the latest View would have then.
+	lookup := reader{s.db.NewTransactionAt(st.applied, false)}
+	next, ok, err := lookup.revIndex(rev + 1)
+	lookup.txn.Discard()
+	if err == nil && !ok {
+		err = fmt.Errorf("store: no index recorded for revision %d", rev+1)
+	}
+	if err != nil {
+		s.hist.unpin(pin)
+		return nil, err
+	}
+	return &View{
+		reader:  reader{s.db.NewTransactionAt(next-1, false)},
+		rev:     rev,
+		release: func() { s.hist.unpin(pin) },
+	}, nil
+}
+
+// Status is what the store reports about itself.
+type Status struct {
+	// DBSize is the space the store's files take on disk, in bytes.
+	DBSize       int64
+	Rev          int64
+	CompactRev   int64
+	AppliedIndex uint64
+}
+
+// Status returns the store's size and position.
+func (s *Store) Status() (Status, error) {
+	st := s.state.Load()
+	size, err := dirSize(s.db.Opts().Dir)
+	if err != nil {
+		return Status{}, fmt.Errorf("store: measure size: %w", err)
+	}
+	return Status{DBSize: size, Rev: st.rev, CompactRev: st.compactRev, AppliedIndex: st.applied}, nil
+}
+
+// Sync makes everything applied so far durable in Badger and returns the
+// applied index that the sync covers: the consensus log may be trimmed up to
+// it.
+func (s *Store) Sync() (uint64, error) {
+	applied := s.state.Load().applied
+	if err := s.db.Sync(); err != nil {
+		return 0, fmt.Errorf("store: sync badger: %w", err)
+	}
+	return applied, nil
+}
+
+// badgerLogger routes Badger's log lines into slog. Badger's info and debug
+// chatter is dropped: only warnings and errors reach the log.
+type badgerLogger struct{ log *slog.Logger }
+
+func (l badgerLogger) Errorf(f string, args ...any) {
+	l.log.Error(fmt.Sprintf(f, args...), "component", "badger")
+}
+
+func (l badgerLogger) Warningf(f string, args ...any) {
+	l.log.Warn(fmt.Sprintf(f, args...), "component", "badger")
+}
+
+func (l badgerLogger) Infof(string, ...any)  {}
+func (l badgerLogger) Debugf(string, ...any) {}

@@ -1,0 +1,189 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sync"
+
+	badger "github.com/dgraph-io/badger/v4"
+
+	"github.com/januskv/janus/core"
+)
+
+// View is a consistent read of the store at one revision: a core.View over a
+// Badger transaction at a fixed timestamp. It may be used from several
+// goroutines at once. Close it when done: an open View holds back Badger's
+// reclamation of old versions.
+type View struct {
+	reader
+	rev     int64
+	release func()
+	once    sync.Once
+}
+
+var _ core.View = (*View)(nil)
+
+// Rev returns the revision the View shows.
+func (v *View) Rev() int64 { return v.rev }
+
+// Close discards the View's transaction. It is safe to call more than once.
+func (v *View) Close() {
+	v.once.Do(func() {
+		v.txn.Discard()
+		if v.release != nil {
+			v.release()
+		}
+	})
+}
+
+// reader answers core.View reads from one Badger transaction.
+type reader struct {
+	txn *badger.Txn
+}
+
+// get returns a copy of the value at key, or nil when there is none.
+func (r reader) get(key []byte) ([]byte, error) {
+	item, err := r.txn.Get(key)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: read %q: %w", key, err)
+	}
+	v, err := item.ValueCopy(nil)
+	if err != nil {
+		return nil, fmt.Errorf("store: read value of %q: %w", key, err)
+	}
+	return v, nil
+}
+
+func (r reader) Meta() (core.Meta, error) {
+	b, err := r.get(metaKey(metaCore))
+	if err != nil || b == nil {
+		// A brand-new store is at revision 1, like core.NewMemState.
+		return core.Meta{Rev: 1}, err
+	}
+	return core.DecodeMeta(b)
+}
+
+func (r reader) Node(key []byte) (*core.Node, error) {
+	b, err := r.get(nodeKey(key))
+	if err != nil || b == nil {
+		return nil, err
+	}
+	return core.DecodeNode(bytes.Clone(key), b)
+}
+
+func (r reader) Dir(path []byte) (*core.Dir, error) {
+	b, err := r.get(dirKey(path))
+	if err != nil || b == nil {
+		return nil, err
+	}
+	return core.DecodeDir(b)
+}
+
+func (r reader) Lease(id int64) (*core.Lease, error) {
+	b, err := r.get(leaseKey(id))
+	if err != nil || b == nil {
+		return nil, err
+	}
+	return core.DecodeLease(b)
+}
+
+// scan visits, in key order, the records in [start, end) that share prefix,
+// calling fn with the key (without the prefix, valid only during the call)
+// and the item until fn returns false. A nil end means the prefix's end.
+func (r reader) scan(prefix, start, end []byte, fn func(rest []byte, item *badger.Item) (bool, error)) error {
+	opts := badger.DefaultIteratorOptions
+	// Values are small and live in the LSM tree; fetching each one as it is
+	// visited beats a prefetch pipeline that a stopped scan would waste.
+	opts.PrefetchValues = false
+	opts.Prefix = prefix
+	it := r.txn.NewIterator(opts)
+	defer it.Close()
+	for it.Seek(start); it.Valid(); it.Next() {
+		item := it.Item()
+		k := item.Key()
+		if end != nil && bytes.Compare(k, end) >= 0 {
+			return nil
+		}
+		more, err := fn(k[len(prefix):], item)
+		if err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r reader) Range(start, end []byte, fn func(*core.Node) bool) error {
+	prefix := []byte{prefixNode}
+	var stop []byte
+	if end != nil {
+		stop = nodeKey(end)
+	}
+	return r.scan(prefix, nodeKey(start), stop, func(key []byte, item *badger.Item) (bool, error) {
+		var n *core.Node
+		err := item.Value(func(v []byte) error {
+			var err error
+			n, err = core.DecodeNode(bytes.Clone(key), v)
+			return err
+		})
+		if err != nil {
+			return false, fmt.Errorf("store: range at %q: %w", key, err)
+		}
+		return fn(n), nil
+	})
+}
+
+func (r reader) Children(parent []byte, fn func(name []byte) bool) error {
+	prefix := childPrefix(parent)
+	return r.scan(prefix, prefix, nil, func(name []byte, _ *badger.Item) (bool, error) {
+		return fn(bytes.Clone(name)), nil
+	})
+}
+
+func (r reader) Leases(fn func(*core.Lease) bool) error {
+	prefix := []byte{prefixLease}
+	return r.scan(prefix, prefix, nil, func(_ []byte, item *badger.Item) (bool, error) {
+		var le *core.Lease
+		err := item.Value(func(v []byte) error {
+			var err error
+			le, err = core.DecodeLease(v)
+			return err
+		})
+		if err != nil {
+			return false, fmt.Errorf("store: read leases: %w", err)
+		}
+		return fn(le), nil
+	})
+}
+
+func (r reader) LeaseKeys(id int64, fn func(key []byte) bool) error {
+	prefix := leaseKeyPrefix(id)
+	return r.scan(prefix, prefix, nil, func(key []byte, _ *badger.Item) (bool, error) {
+		return fn(bytes.Clone(key)), nil
+	})
+}
+
+// Dirs calls fn with every tree path that has a Dir record, in byte order,
+// until fn returns false. core.View has no such listing; state digests
+// (core.HashView) and consistency checks need one.
+func (r reader) Dirs(fn func(path []byte) bool) error {
+	prefix := []byte{prefixDir}
+	return r.scan(prefix, prefix, nil, func(path []byte, _ *badger.Item) (bool, error) {
+		return fn(bytes.Clone(path)), nil
+	})
+}
+
+// revIndex returns the index of the entry that created rev.
+func (r reader) revIndex(rev int64) (uint64, bool, error) {
+	b, err := r.get(revIndexKey(rev))
+	if err != nil || b == nil {
+		return 0, false, err
+	}
+	if len(b) != 8 {
+		return 0, false, fmt.Errorf("store: revision index record of %d is %d bytes", rev, len(b))
+	}
+	return getUint64(b), true, nil
+}
