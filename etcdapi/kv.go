@@ -1,0 +1,179 @@
+package etcdapi
+
+import (
+	"context"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/januskv/janus/core"
+)
+
+type kvServer struct {
+	pb.UnimplementedKVServer
+	s *Server
+}
+
+func (k *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResponse, error) {
+	if err := checkRange(r); err != nil {
+		return nil, err
+	}
+	if !r.Serializable {
+		if err := k.s.b.Linearize(ctx); err != nil {
+			return nil, grpcError(err)
+		}
+	}
+	latest, err := k.s.b.Read(ctx, 0)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	defer latest.Close()
+	// The header carries the current revision even for a read of an older
+	// one, as etcd's does.
+	view := core.View(latest)
+	if r.Revision > 0 && r.Revision != latest.Rev() {
+		if r.Revision > latest.Rev() {
+			return nil, rpctypes.ErrGRPCFutureRev
+		}
+		old, err := k.s.b.Read(ctx, r.Revision)
+		if err != nil {
+			return nil, grpcError(err)
+		}
+		defer old.Close()
+		view = old
+	}
+	res, err := core.DoRange(view, r.Key, r.RangeEnd, *rangeOptions(r))
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return rangeResponse(&res, k.s.header(latest.Rev())), nil
+}
+
+// RangeStream is answered Unimplemented, which makes clients (Kubernetes
+// among them) fall back to paged Range calls.
+func (k *kvServer) RangeStream(*pb.RangeRequest, grpc.ServerStreamingServer[pb.RangeStreamResponse]) error {
+	return status.Error(codes.Unimplemented, "method RangeStream not implemented")
+}
+
+// checkSize refuses a write whose encoding exceeds the request limit, as
+// etcd does for the entry it would log.
+func (k *kvServer) checkSize(m proto.Message) error {
+	if proto.Size(m) > k.s.cfg.MaxRequestBytes {
+		return rpctypes.ErrGRPCRequestTooLarge
+	}
+	return nil
+}
+
+func (k *kvServer) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, error) {
+	if err := checkPut(r); err != nil {
+		return nil, err
+	}
+	if err := k.checkSize(r); err != nil {
+		return nil, err
+	}
+	res, err := k.s.propose(ctx, &core.Op{Txn: &core.Txn{Success: []core.TxnOp{putOp(r)}}})
+	if err != nil {
+		return nil, err
+	}
+	resp := &pb.PutResponse{Header: k.s.header(res.Rev)}
+	if ops := res.Ops; len(ops) == 1 && len(ops[0].Prev) > 0 {
+		resp.PrevKv = keyValue(ops[0].Prev[0])
+	}
+	return resp, nil
+}
+
+func (k *kvServer) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, error) {
+	if err := checkDelete(r); err != nil {
+		return nil, err
+	}
+	if err := k.checkSize(r); err != nil {
+		return nil, err
+	}
+	res, err := k.s.propose(ctx, &core.Op{Txn: &core.Txn{Success: []core.TxnOp{deleteOp(r)}}})
+	if err != nil {
+		return nil, err
+	}
+	resp := &pb.DeleteRangeResponse{Header: k.s.header(res.Rev)}
+	if ops := res.Ops; len(ops) == 1 {
+		resp.Deleted = ops[0].Deleted
+		resp.PrevKvs = keyValues(ops[0].Prev)
+	}
+	return resp, nil
+}
+
+func (k *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
+	if err := checkTxn(r, k.s.cfg.MaxTxnOps); err != nil {
+		return nil, err
+	}
+	// After the cheap checks, so a huge request cannot make this
+	// quadratic one expensive.
+	if _, _, err := checkDuplicates(r.Success); err != nil {
+		return nil, err
+	}
+	if _, _, err := checkDuplicates(r.Failure); err != nil {
+		return nil, err
+	}
+	op := &core.Op{Txn: txn(r)}
+	if readOnly(r) {
+		res, err := k.readTxn(ctx, op, serializableTxn(r))
+		if err != nil {
+			return nil, err
+		}
+		return txnResponse(res, k.s.headerFunc()), nil
+	}
+	if err := k.checkSize(r); err != nil {
+		return nil, err
+	}
+	res, err := k.s.propose(ctx, op)
+	if err != nil {
+		return nil, err
+	}
+	return txnResponse(res, k.s.headerFunc()), nil
+}
+
+// readTxn evaluates a Txn that writes nothing on a view instead of
+// ordering it through the log: it could change nothing there anyway.
+func (k *kvServer) readTxn(ctx context.Context, op *core.Op, serializable bool) (*core.Result, error) {
+	if !serializable {
+		if err := k.s.b.Linearize(ctx); err != nil {
+			return nil, grpcError(err)
+		}
+	}
+	v, err := k.s.b.Read(ctx, 0)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	defer v.Close()
+	res, _, err := core.Apply(core.NewOverlay(v), &core.Entry{Op: *op})
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	if res.Err != nil {
+		return nil, grpcError(res.Err)
+	}
+	return res, nil
+}
+
+func (k *kvServer) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.CompactionResponse, error) {
+	res, err := k.s.propose(ctx, &core.Op{Compact: &core.Compact{Rev: r.Revision}})
+	if err != nil {
+		return nil, err
+	}
+	return &pb.CompactionResponse{Header: k.s.header(res.Rev)}, nil
+}
+
+// propose orders op through the log and turns a refusal into etcd's error.
+func (s *Server) propose(ctx context.Context, op *core.Op) (*core.Result, error) {
+	res, err := s.b.Propose(ctx, op)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	if res.Err != nil {
+		return nil, grpcError(res.Err)
+	}
+	return res, nil
+}

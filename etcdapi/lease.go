@@ -1,0 +1,129 @@
+package etcdapi
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc"
+
+	"github.com/januskv/janus/core"
+)
+
+// maxLeaseTTL is etcd's upper bound on a granted TTL, in seconds.
+const maxLeaseTTL = 9_000_000_000
+
+type leaseServer struct {
+	pb.UnimplementedLeaseServer
+	s *Server
+}
+
+func (l *leaseServer) LeaseGrant(ctx context.Context, r *pb.LeaseGrantRequest) (*pb.LeaseGrantResponse, error) {
+	if r.TTL > maxLeaseTTL {
+		return nil, rpctypes.ErrGRPCLeaseTTLTooLarge
+	}
+	lessor := l.s.b.Leases()
+	id := r.ID
+	if id == 0 {
+		id = lessor.NewID()
+	}
+	ttl := max(r.TTL, lessor.MinTTL())
+	res, err := l.s.propose(ctx, &core.Op{LeaseGrant: &core.LeaseGrant{ID: id, TTL: ttl}})
+	if err != nil {
+		return nil, err
+	}
+	return &pb.LeaseGrantResponse{Header: l.s.header(res.Rev), ID: id, TTL: ttl}, nil
+}
+
+func (l *leaseServer) LeaseRevoke(ctx context.Context, r *pb.LeaseRevokeRequest) (*pb.LeaseRevokeResponse, error) {
+	res, err := l.s.propose(ctx, &core.Op{LeaseRevoke: &core.LeaseRevoke{ID: r.ID}})
+	if err != nil {
+		return nil, err
+	}
+	return &pb.LeaseRevokeResponse{Header: l.s.header(res.Rev)}, nil
+}
+
+func (l *leaseServer) LeaseKeepAlive(stream grpc.BidiStreamingServer[pb.LeaseKeepAliveRequest, pb.LeaseKeepAliveResponse]) error {
+	ctx := stream.Context()
+	for {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		resp := &pb.LeaseKeepAliveResponse{ID: req.ID}
+		ttl, err := l.s.b.Leases().KeepAlive(ctx, req.ID)
+		switch {
+		case err == nil:
+			resp.TTL = ttl
+		case errors.Is(err, &core.Error{Code: core.CodeLeaseNotFound}):
+			// An unknown lease is answered with TTL 0, not an error:
+			// that is how clients learn it expired.
+		default:
+			return grpcError(err)
+		}
+		resp.Header = l.s.header(l.s.currentRev())
+		if err := stream.Send(resp); err != nil {
+			return err
+		}
+	}
+}
+
+func (l *leaseServer) LeaseTimeToLive(ctx context.Context, r *pb.LeaseTimeToLiveRequest) (*pb.LeaseTimeToLiveResponse, error) {
+	if err := l.s.b.Linearize(ctx); err != nil {
+		return nil, grpcError(err)
+	}
+	v, err := l.s.b.Read(ctx, 0)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	defer v.Close()
+	resp := &pb.LeaseTimeToLiveResponse{Header: l.s.header(v.Rev()), ID: r.ID, TTL: -1}
+	le, err := v.Lease(r.ID)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	if le == nil {
+		// etcd answers an unknown lease with TTL -1, not an error.
+		return resp, nil
+	}
+	resp.GrantedTTL = le.TTL
+	resp.TTL = le.TTL
+	if ms, ok := l.s.b.Leases().Remaining(r.ID); ok {
+		resp.TTL = max(ms/1000, 0)
+	}
+	if r.Keys {
+		err := v.LeaseKeys(r.ID, func(k []byte) bool {
+			resp.Keys = append(resp.Keys, append([]byte(nil), k...))
+			return true
+		})
+		if err != nil {
+			return nil, grpcError(err)
+		}
+	}
+	return resp, nil
+}
+
+func (l *leaseServer) LeaseLeases(ctx context.Context, _ *pb.LeaseLeasesRequest) (*pb.LeaseLeasesResponse, error) {
+	if err := l.s.b.Linearize(ctx); err != nil {
+		return nil, grpcError(err)
+	}
+	v, err := l.s.b.Read(ctx, 0)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	defer v.Close()
+	resp := &pb.LeaseLeasesResponse{Header: l.s.header(v.Rev())}
+	err = v.Leases(func(le *core.Lease) bool {
+		resp.Leases = append(resp.Leases, &pb.LeaseStatus{ID: le.ID})
+		return true
+	})
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return resp, nil
+}

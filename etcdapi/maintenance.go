@@ -1,0 +1,230 @@
+package etcdapi
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/januskv/janus/core"
+)
+
+type maintenanceServer struct {
+	pb.UnimplementedMaintenanceServer
+	s *Server
+}
+
+func (m *maintenanceServer) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusResponse, error) {
+	st := m.s.b.Status()
+	dbSize := st.DBSize
+	if dbSize <= 0 {
+		// etcdctl divides by the size; an empty store still occupies
+		// something.
+		dbSize = 1
+	}
+	leader := st.LeaderID
+	if leader == 0 && len(st.Members) <= 1 {
+		leader = st.MemberID
+	}
+	return &pb.StatusResponse{
+		Header:           m.s.header(st.Rev),
+		Version:          m.s.cfg.Version,
+		DbSize:           dbSize,
+		DbSizeInUse:      dbSize,
+		Leader:           leader,
+		RaftIndex:        st.CommitIndex,
+		RaftTerm:         st.Epoch,
+		RaftAppliedIndex: st.AppliedIndex,
+		IsLearner:        m.isObserver(st),
+		StorageVersion:   storageVersion(m.s.cfg.Version),
+	}, nil
+}
+
+func (m *maintenanceServer) isObserver(st core.Status) bool {
+	for _, mem := range st.Members {
+		if mem.ID == st.MemberID {
+			return mem.IsObserver
+		}
+	}
+	return false
+}
+
+// storageVersion is the major.minor of the reported etcd version, the
+// form etcd gives its storage schema version.
+func storageVersion(v string) string {
+	var major, minor int
+	if _, err := fmt.Sscanf(v, "%d.%d", &major, &minor); err != nil {
+		return ""
+	}
+	return fmt.Sprintf("%d.%d.0", major, minor)
+}
+
+// Alarm lists no alarms and accepts deactivation: Janus raises none.
+func (m *maintenanceServer) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.AlarmResponse, error) {
+	return &pb.AlarmResponse{Header: m.s.header(m.s.currentRev())}, nil
+}
+
+// Defragment is accepted and does nothing: the store reclaims space on its
+// own.
+func (m *maintenanceServer) Defragment(ctx context.Context, _ *pb.DefragmentRequest) (*pb.DefragmentResponse, error) {
+	return &pb.DefragmentResponse{Header: m.s.header(m.s.currentRev())}, nil
+}
+
+func (m *maintenanceServer) Hash(ctx context.Context, _ *pb.HashRequest) (*pb.HashResponse, error) {
+	v, err := m.s.b.Read(ctx, 0)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	defer v.Close()
+	h, err := hashKV(v)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return &pb.HashResponse{Header: m.s.header(v.Rev()), Hash: h}, nil
+}
+
+// HashKV digests the keyspace at a revision (0: the latest). Replicas
+// that applied the same log agree on it; the value is Janus's own, not
+// etcd's.
+func (m *maintenanceServer) HashKV(ctx context.Context, r *pb.HashKVRequest) (*pb.HashKVResponse, error) {
+	v, err := m.s.b.Read(ctx, r.Revision)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	defer v.Close()
+	h, err := hashKV(v)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	meta, err := v.Meta()
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return &pb.HashKVResponse{
+		Header: m.s.header(m.s.currentRev()), Hash: h,
+		CompactRevision: meta.CompactRev, HashRevision: v.Rev(),
+	}, nil
+}
+
+func hashKV(v core.View) (uint32, error) {
+	h := crc32.New(crc32.MakeTable(crc32.Castagnoli))
+	var num [8]byte
+	field := func(b []byte) {
+		binary.BigEndian.PutUint64(num[:], uint64(len(b)))
+		h.Write(num[:])
+		h.Write(b)
+	}
+	integer := func(i int64) {
+		binary.BigEndian.PutUint64(num[:], uint64(i))
+		h.Write(num[:])
+	}
+	err := v.Range(nil, nil, func(n *core.Node) bool {
+		field(n.Key)
+		field(n.Value)
+		integer(n.CreateRev)
+		integer(n.ModRev)
+		integer(n.Version)
+		integer(n.Lease)
+		return true
+	})
+	if err != nil {
+		return 0, fmt.Errorf("etcdapi: hash keyspace: %w", err)
+	}
+	return h.Sum32(), nil
+}
+
+// Snapshot needs a consistent copy of the store in a form etcdctl accepts
+// (a bbolt file); the backend offers none yet.
+func (m *maintenanceServer) Snapshot(*pb.SnapshotRequest, grpc.ServerStreamingServer[pb.SnapshotResponse]) error {
+	return status.Error(codes.Unimplemented, "janus: snapshot is not supported yet")
+}
+
+// MoveLeader succeeds only as a no-op: leadership transfer needs
+// replication support.
+func (m *maintenanceServer) MoveLeader(ctx context.Context, r *pb.MoveLeaderRequest) (*pb.MoveLeaderResponse, error) {
+	st := m.s.b.Status()
+	if st.LeaderID != 0 && st.LeaderID != st.MemberID {
+		return nil, rpctypes.ErrGRPCNotLeader
+	}
+	if r.TargetID != st.MemberID {
+		return nil, rpctypes.ErrGRPCBadLeaderTransferee
+	}
+	return &pb.MoveLeaderResponse{Header: m.s.header(st.Rev)}, nil
+}
+
+type clusterServer struct {
+	pb.UnimplementedClusterServer
+	s *Server
+}
+
+// MemberList lists the ensemble. Its header carries no revision, as in
+// etcd.
+func (c *clusterServer) MemberList(ctx context.Context, _ *pb.MemberListRequest) (*pb.MemberListResponse, error) {
+	st := c.s.b.Status()
+	members := st.Members
+	if len(members) == 0 {
+		members = []core.Member{{ID: st.MemberID, Name: c.s.cfg.MemberName, IsLeader: true}}
+	}
+	resp := &pb.MemberListResponse{Header: c.s.header(0)}
+	for _, mem := range members {
+		pm := &pb.Member{ID: mem.ID, Name: mem.Name, IsLearner: mem.IsObserver}
+		if mem.PeerURL != "" {
+			pm.PeerURLs = []string{mem.PeerURL}
+		}
+		switch {
+		case mem.EtcdURL != "":
+			pm.ClientURLs = []string{mem.EtcdURL}
+		case mem.ID == st.MemberID:
+			pm.ClientURLs = c.s.clientURLs()
+		}
+		resp.Members = append(resp.Members, pm)
+	}
+	return resp, nil
+}
+
+var errMembership = status.Error(codes.Unimplemented, "janus: membership changes are not supported yet")
+
+func (c *clusterServer) MemberAdd(context.Context, *pb.MemberAddRequest) (*pb.MemberAddResponse, error) {
+	return nil, errMembership
+}
+
+func (c *clusterServer) MemberRemove(context.Context, *pb.MemberRemoveRequest) (*pb.MemberRemoveResponse, error) {
+	return nil, errMembership
+}
+
+func (c *clusterServer) MemberUpdate(context.Context, *pb.MemberUpdateRequest) (*pb.MemberUpdateResponse, error) {
+	return nil, errMembership
+}
+
+func (c *clusterServer) MemberPromote(context.Context, *pb.MemberPromoteRequest) (*pb.MemberPromoteResponse, error) {
+	return nil, errMembership
+}
+
+// authServer answers as etcd does with authentication off. Managing users
+// and roles is not supported.
+type authServer struct {
+	pb.UnimplementedAuthServer
+	s *Server
+}
+
+func (a *authServer) AuthStatus(ctx context.Context, _ *pb.AuthStatusRequest) (*pb.AuthStatusResponse, error) {
+	return &pb.AuthStatusResponse{Header: a.s.header(a.s.currentRev()), Enabled: false}, nil
+}
+
+func (a *authServer) Authenticate(context.Context, *pb.AuthenticateRequest) (*pb.AuthenticateResponse, error) {
+	return nil, rpctypes.ErrGRPCAuthNotEnabled
+}
+
+func (a *authServer) UserList(context.Context, *pb.AuthUserListRequest) (*pb.AuthUserListResponse, error) {
+	return &pb.AuthUserListResponse{Header: a.s.header(a.s.currentRev())}, nil
+}
+
+func (a *authServer) RoleList(context.Context, *pb.AuthRoleListRequest) (*pb.AuthRoleListResponse, error) {
+	return &pb.AuthRoleListResponse{Header: a.s.header(a.s.currentRev())}, nil
+}

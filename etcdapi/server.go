@@ -1,0 +1,236 @@
+package etcdapi
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	gwruntime "github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	etcdgw "go.etcd.io/etcd/api/v3/etcdserverpb/gw"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/v3election/v3electionpb"
+	electiongw "go.etcd.io/etcd/server/v3/etcdserver/api/v3election/v3electionpb/gw"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/v3lock/v3lockpb"
+	lockgw "go.etcd.io/etcd/server/v3/etcdserver/api/v3lock/v3lockpb/gw"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/januskv/janus/core"
+)
+
+// Defaults, as etcd v3.7 has them.
+const (
+	DefaultMaxRequestBytes        = 1536 * 1024
+	DefaultMaxTxnOps              = 128
+	DefaultProgressNotifyInterval = 10 * time.Minute
+	// DefaultVersion is the etcd version Status reports. Clients gate
+	// features on it (Kubernetes wants >= 3.4.31 and not 3.5.0-3.5.12 for
+	// RequestProgress), so it names the etcd release whose behaviour this
+	// package matches rather than a Janus version.
+	DefaultVersion = "3.7.3"
+	// grpcOverheadBytes lets a request slightly over the limit reach the
+	// application check, which answers it with etcd's own error rather
+	// than gRPC's.
+	grpcOverheadBytes = 512 * 1024
+)
+
+// Config tunes a Server. Zero values take the defaults.
+type Config struct {
+	Logger *slog.Logger
+	// MaxRequestBytes bounds the encoded size of a write request.
+	MaxRequestBytes int
+	// MaxTxnOps bounds the ops of one Txn branch.
+	MaxTxnOps int
+	// ClusterName is reported nowhere yet but kept for member names.
+	ClusterName string
+	// MemberName is the name MemberList reports for this member when the
+	// backend gives none.
+	MemberName string
+	// ProgressNotifyInterval is how often watchers that asked for progress
+	// notifications get one while idle.
+	ProgressNotifyInterval time.Duration
+	// Version is the etcd server version Status reports.
+	Version string
+}
+
+func (c Config) withDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.MaxRequestBytes <= 0 {
+		c.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if c.MaxTxnOps <= 0 {
+		c.MaxTxnOps = DefaultMaxTxnOps
+	}
+	if c.ProgressNotifyInterval <= 0 {
+		c.ProgressNotifyInterval = DefaultProgressNotifyInterval
+	}
+	if c.Version == "" {
+		c.Version = DefaultVersion
+	}
+	if c.MemberName == "" {
+		c.MemberName = "janus"
+	}
+	return c
+}
+
+// Server is the etcd v3 API of one member.
+type Server struct {
+	b   core.Backend
+	cfg Config
+	log *slog.Logger
+
+	grpc *grpc.Server
+
+	// inner is an in-process connection to grpc, for the JSON gateway
+	// and the lock and election services, which etcd also builds as
+	// clients of its own API.
+	inner     *bufconn.Listener
+	innerConn *grpc.ClientConn
+	innerDone chan struct{}
+
+	ctx    context.Context // ends when the server stops
+	cancel context.CancelFunc
+
+	stopOnce sync.Once
+	lockSvc  *lockServer
+
+	mu    sync.Mutex
+	addrs []string // client URLs of the listeners served
+}
+
+// New returns a Server for b. It starts serving on listeners passed to
+// Serve; Stop ends it.
+func New(b core.Backend, cfg Config) *Server {
+	cfg = cfg.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		b: b, cfg: cfg, log: cfg.Logger.With("face", "etcd"),
+		ctx: ctx, cancel: cancel,
+		inner:     bufconn.Listen(1 << 20),
+		innerDone: make(chan struct{}),
+	}
+	s.grpc = grpc.NewServer(
+		grpc.MaxRecvMsgSize(cfg.MaxRequestBytes+grpcOverheadBytes),
+		grpc.MaxSendMsgSize(1<<31-1),
+		grpc.MaxConcurrentStreams(1<<32-1),
+	)
+	pb.RegisterKVServer(s.grpc, &kvServer{s: s})
+	pb.RegisterWatchServer(s.grpc, &watchServer{s: s})
+	pb.RegisterLeaseServer(s.grpc, &leaseServer{s: s})
+	pb.RegisterClusterServer(s.grpc, &clusterServer{s: s})
+	pb.RegisterMaintenanceServer(s.grpc, &maintenanceServer{s: s})
+	pb.RegisterAuthServer(s.grpc, &authServer{s: s})
+
+	conn, err := grpc.NewClient("passthrough:///janus-inner",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return s.inner.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1<<31-1), grpc.MaxCallSendMsgSize(1<<31-1)),
+	)
+	if err != nil {
+		// NewClient only fails on malformed options, which are fixed
+		// above.
+		panic(fmt.Sprintf("etcdapi: inner client: %v", err))
+	}
+	s.innerConn = conn
+	s.lockSvc = &lockServer{s: s}
+	s.lockSvc.inner.s = s
+	v3lockpb.RegisterLockServer(s.grpc, s.lockSvc)
+	v3electionpb.RegisterElectionServer(s.grpc, &electionServer{s: s})
+
+	go func() {
+		defer close(s.innerDone)
+		if err := s.grpc.Serve(s.inner); err != nil {
+			s.log.Debug("inner listener ended", "err", err)
+		}
+	}()
+	return s
+}
+
+// Serve answers etcd clients on l until Stop. It may be called for several
+// listeners.
+func (s *Server) Serve(l net.Listener) error {
+	s.mu.Lock()
+	s.addrs = append(s.addrs, "http://"+l.Addr().String())
+	s.mu.Unlock()
+	if err := s.grpc.Serve(l); err != nil {
+		return fmt.Errorf("etcdapi: serve %s: %w", l.Addr(), err)
+	}
+	return nil
+}
+
+// GRPCServer exposes the gRPC server, for a caller that multiplexes it with
+// other handlers on one port.
+func (s *Server) GRPCServer() *grpc.Server { return s.grpc }
+
+// GatewayHandler returns etcd's JSON gateway (POST /v3/kv/range, /v3/watch,
+// /v3/lease/grant, ...), answering through this server.
+func (s *Server) GatewayHandler() http.Handler {
+	mux := gwruntime.NewServeMux(
+		gwruntime.WithMarshalerOption(gwruntime.MIMEWildcard, &gwruntime.HTTPBodyMarshaler{
+			Marshaler: &gwruntime.JSONPb{
+				MarshalOptions:   protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: false},
+				UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: true},
+			},
+		}),
+	)
+	for _, register := range []func(context.Context, *gwruntime.ServeMux, *grpc.ClientConn) error{
+		etcdgw.RegisterKVHandler,
+		etcdgw.RegisterWatchHandler,
+		etcdgw.RegisterLeaseHandler,
+		etcdgw.RegisterClusterHandler,
+		etcdgw.RegisterMaintenanceHandler,
+		etcdgw.RegisterAuthHandler,
+		lockgw.RegisterLockHandler,
+		electiongw.RegisterElectionHandler,
+	} {
+		if err := register(s.ctx, mux, s.innerConn); err != nil {
+			// Registration only fails on a nil connection.
+			panic(fmt.Sprintf("etcdapi: gateway: %v", err))
+		}
+	}
+	return mux
+}
+
+// Stop ends every stream and listener and waits for the handlers to return.
+func (s *Server) Stop() {
+	s.stopOnce.Do(func() {
+		s.cancel()
+		s.lockSvc.close()
+		s.grpc.Stop()
+		s.innerConn.Close()
+		<-s.innerDone
+	})
+}
+
+// header returns a response header at revision rev.
+func (s *Server) header(rev int64) *pb.ResponseHeader {
+	st := s.b.Status()
+	return &pb.ResponseHeader{ClusterId: st.ClusterID, MemberId: st.MemberID, RaftTerm: st.Epoch, Revision: rev}
+}
+
+// headerFunc returns header bound to one Status call, for responses with
+// many headers.
+func (s *Server) headerFunc() func(int64) *pb.ResponseHeader {
+	st := s.b.Status()
+	return func(rev int64) *pb.ResponseHeader {
+		return &pb.ResponseHeader{ClusterId: st.ClusterID, MemberId: st.MemberID, RaftTerm: st.Epoch, Revision: rev}
+	}
+}
+
+// currentRev is the store's latest applied revision.
+func (s *Server) currentRev() int64 { return s.b.Status().Rev }
+
+// clientURLs are the URLs this member serves etcd clients on.
+func (s *Server) clientURLs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.addrs...)
+}
