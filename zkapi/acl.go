@@ -1,0 +1,144 @@
+package zkapi
+
+import (
+	"crypto/sha1"
+	"encoding/base64"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/januskv/janus/core"
+	"github.com/januskv/janus/zkapi/jute"
+)
+
+// openACL is what a node without an ACL (created through etcd) reports.
+var openACL = []jute.ACL{{Perms: jute.PermAll, ID: jute.ID{Scheme: "world", ID: "anyone"}}}
+
+// fixupACL validates and expands a requested ACL as ZooKeeper's
+// PrepRequestProcessor.fixupACL does: an empty list is invalid, world must
+// name anyone, "auth" expands to every authenticated identity of the session
+// (and is invalid when there is none), other schemes must be known and their
+// ids well formed. Duplicates are dropped, keeping the first.
+func fixupACL(acl []jute.ACL, auth []core.ID) ([]core.ACL, bool) {
+	if len(acl) == 0 {
+		return nil, false
+	}
+	var out []core.ACL
+	add := func(a core.ACL) {
+		for _, b := range out {
+			if b == a {
+				return
+			}
+		}
+		out = append(out, a)
+	}
+	for _, a := range acl {
+		switch a.ID.Scheme {
+		case "world":
+			if a.ID.ID != "anyone" {
+				return nil, false
+			}
+			add(core.ACL{Perms: core.Perm(a.Perms), ID: core.ID{Scheme: "world", ID: "anyone"}})
+		case "auth":
+			valid := false
+			for _, id := range auth {
+				if authenticatedScheme(id.Scheme) {
+					valid = true
+					add(core.ACL{Perms: core.Perm(a.Perms), ID: id})
+				}
+			}
+			if !valid {
+				return nil, false
+			}
+		case "digest":
+			if !validDigestID(a.ID.ID) {
+				return nil, false
+			}
+			add(core.ACL{Perms: core.Perm(a.Perms), ID: core.ID{Scheme: a.ID.Scheme, ID: a.ID.ID}})
+		case "ip":
+			if !validIPID(a.ID.ID) {
+				return nil, false
+			}
+			add(core.ACL{Perms: core.Perm(a.Perms), ID: core.ID{Scheme: a.ID.Scheme, ID: a.ID.ID}})
+		default:
+			return nil, false
+		}
+	}
+	return out, true
+}
+
+// authenticatedScheme reports whether identities of a scheme count for the
+// "auth" ACL scheme: ZooKeeper's isAuthenticated is true for digest and
+// false for ip.
+func authenticatedScheme(scheme string) bool { return scheme == "digest" || scheme == "super" }
+
+// validDigestID mirrors DigestAuthenticationProvider.isValid: Java's
+// id.split(":") must give exactly two parts (trailing empty parts dropped).
+func validDigestID(id string) bool {
+	parts := strings.Split(id, ":")
+	for len(parts) > 0 && parts[len(parts)-1] == "" {
+		parts = parts[:len(parts)-1]
+	}
+	return len(parts) == 2
+}
+
+// validIPID accepts an address or an address/bits prefix.
+func validIPID(id string) bool {
+	base, bits, hasBits := strings.Cut(id, "/")
+	addr, err := netip.ParseAddr(base)
+	if err != nil {
+		return false
+	}
+	if !hasBits {
+		return true
+	}
+	n, err := strconv.Atoi(bits)
+	return err == nil && n >= 0 && n <= addr.BitLen()
+}
+
+// digestID returns the digest identity for "user:password":
+// user:base64(sha1(user:password)).
+func digestID(userPassword string) (string, bool) {
+	user, _, ok := strings.Cut(userPassword, ":")
+	if !ok {
+		return "", false
+	}
+	sum := sha1.Sum([]byte(userPassword))
+	return user + ":" + base64.StdEncoding.EncodeToString(sum[:]), true
+}
+
+// toJuteACL converts a node's ACL for getACL; nil means open to everyone.
+func toJuteACL(acl []core.ACL) []jute.ACL {
+	if acl == nil {
+		return openACL
+	}
+	out := make([]jute.ACL, len(acl))
+	for i, a := range acl {
+		out[i] = jute.ACL{Perms: int32(a.Perms), ID: jute.ID{Scheme: a.ID.Scheme, ID: a.ID.ID}}
+	}
+	return out
+}
+
+// redactDigests hides digest hashes from a reader with READ but not ADMIN,
+// as ZooKeeper's getACL does.
+func redactDigests(acl []jute.ACL) []jute.ACL {
+	out := make([]jute.ACL, len(acl))
+	for i, a := range acl {
+		if a.ID.Scheme == "digest" {
+			if user, _, ok := strings.Cut(a.ID.ID, ":"); ok {
+				a.ID.ID = user + ":x"
+			}
+		}
+		out[i] = a
+	}
+	return out
+}
+
+// userName is what whoAmI shows for an identity: the user part of a digest.
+func userName(id core.ID) string {
+	if id.Scheme == "digest" {
+		user, _, _ := strings.Cut(id.ID, ":")
+		return user
+	}
+	return id.ID
+}

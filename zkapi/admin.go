@@ -1,0 +1,117 @@
+package zkapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// AdminHandler serves ZooKeeper AdminServer-style JSON commands under
+// /commands/<name> (ruok, srvr, stat, mntr, conf, envi, cons, wchs, dump,
+// isro and their long names).
+func (s *Server) AdminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/commands", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"command": "commands", "error": nil, "commands": sortedKeys(adminAliases)})
+	})
+	mux.HandleFunc("/commands/{name}", func(w http.ResponseWriter, r *http.Request) {
+		name := strings.ToLower(r.PathValue("name"))
+		canonical, ok := adminAliases[name]
+		if !ok {
+			writeJSON(w, http.StatusNotFound, map[string]any{"command": name, "error": "Command not found: " + name})
+			return
+		}
+		out, err := s.adminCommand(canonical)
+		if err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"command": canonical, "error": err.Error()})
+			return
+		}
+		out["command"] = canonical
+		out["error"] = nil
+		writeJSON(w, http.StatusOK, out)
+	})
+	return mux
+}
+
+// adminAliases maps short and long command names to the long one, as
+// ZooKeeper's Commands registry does.
+var adminAliases = map[string]string{
+	"ruok": "ruok", "srvr": "server_stats", "server_stats": "server_stats",
+	"stat": "stats", "stats": "stats", "mntr": "monitor", "monitor": "monitor",
+	"conf": "configuration", "configuration": "configuration",
+	"envi": "environment", "environment": "environment",
+	"cons": "connections", "connections": "connections",
+	"wchs": "watch_summary", "watch_summary": "watch_summary",
+	"dump": "dump", "isro": "is_read_only", "is_read_only": "is_read_only",
+}
+
+func pairsMap(pairs [][2]string) map[string]any {
+	m := map[string]any{}
+	for _, p := range pairs {
+		m[p[0]] = p[1]
+	}
+	return m
+}
+
+func (s *Server) adminCommand(name string) (map[string]any, error) {
+	switch name {
+	case "ruok":
+		return map[string]any{}, nil
+	case "is_read_only":
+		return map[string]any{"read_only": false}, nil
+	case "configuration":
+		return pairsMap(s.conf()), nil
+	case "environment":
+		return pairsMap(s.envi()), nil
+	case "monitor":
+		pairs, err := s.mntr()
+		if err != nil {
+			return nil, err
+		}
+		m := map[string]any{}
+		for _, p := range pairs {
+			m[strings.TrimPrefix(p[0], "zk_")] = p[1]
+		}
+		return m, nil
+	case "server_stats", "stats":
+		nodes, _, _, _, err := s.treeCounts()
+		if err != nil {
+			return nil, err
+		}
+		st := s.backend.Status()
+		out := map[string]any{
+			"version": version, "server_state": s.mode(), "node_count": nodes,
+			"last_processed_zxid": st.Rev, "num_alive_client_connections": len(s.connections()),
+			"packets_received": s.packets(true), "packets_sent": s.packets(false),
+		}
+		if name == "stats" {
+			out["connections"] = s.connInfos()
+		}
+		return out, nil
+	case "connections":
+		return map[string]any{"connections": s.connInfos()}, nil
+	case "watch_summary":
+		conns, paths, watches := s.watches.counts()
+		return map[string]any{"num_connections": conns, "num_paths": paths, "num_total_watches": watches}, nil
+	case "dump":
+		_, _, owners, _, err := s.treeCounts()
+		if err != nil {
+			return nil, err
+		}
+		eph := map[string][]string{}
+		for id, paths := range owners {
+			eph[fmt.Sprintf("0x%x", id)] = paths
+		}
+		return map[string]any{"ephemerals": eph}, nil
+	}
+	return map[string]any{}, nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}

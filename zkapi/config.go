@@ -1,0 +1,70 @@
+package zkapi
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/januskv/janus/zkapi/jute"
+)
+
+// Config tunes a Server. Zero values get ZooKeeper's defaults.
+type Config struct {
+	Logger *slog.Logger
+	// TickTime is ZooKeeper's basic time unit (default 2s).
+	TickTime time.Duration
+	// MinSessionTimeout and MaxSessionTimeout bound the negotiated session
+	// timeout (default 2 and 20 ticks).
+	MinSessionTimeout time.Duration
+	MaxSessionTimeout time.Duration
+	// MaxBuffer is jute.maxbuffer: the largest frame accepted (default
+	// 0xfffff). A larger frame closes its connection.
+	MaxBuffer int
+	// FourLetterWhitelist names the four-letter words served, like
+	// 4lw.commands.whitelist; nil serves every one, "*" too.
+	FourLetterWhitelist []string
+	// ReaperInterval is how often empty containers and expired TTL nodes
+	// are looked for (default 1s).
+	ReaperInterval time.Duration
+	// DisableExtendedTypes turns TTL nodes off, as ZooKeeper's
+	// extendedTypesEnabled=false does (they are on by default).
+	DisableExtendedTypes bool
+	// MaxClientConns bounds connections per client IP (0: no limit).
+	MaxClientConns int
+	// Clock is the wall clock the reaper compares TTLs with (default
+	// time.Now).
+	Clock func() time.Time
+}
+
+func (c Config) withDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.TickTime <= 0 {
+		c.TickTime = 2 * time.Second
+	}
+	if c.MinSessionTimeout <= 0 {
+		c.MinSessionTimeout = 2 * c.TickTime
+	}
+	if c.MaxSessionTimeout <= 0 {
+		c.MaxSessionTimeout = 20 * c.TickTime
+	}
+	if c.MaxSessionTimeout < c.MinSessionTimeout {
+		c.MaxSessionTimeout = c.MinSessionTimeout
+	}
+	if c.MaxBuffer <= 0 {
+		c.MaxBuffer = jute.DefaultMaxBuffer
+	}
+	if c.ReaperInterval <= 0 {
+		c.ReaperInterval = time.Second
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	return c
+}
+
+// negotiateTimeout clamps a requested session timeout (ms) as ZooKeeper does.
+func (c Config) negotiateTimeout(requested int32) int32 {
+	lo, hi := int32(c.MinSessionTimeout.Milliseconds()), int32(c.MaxSessionTimeout.Milliseconds())
+	return min(max(requested, lo), hi)
+}

@@ -1,0 +1,316 @@
+package zkapi
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/januskv/janus/core"
+	"github.com/januskv/janus/zkapi/jute"
+)
+
+// writeTimeout bounds one write to a client; a client that reads nothing
+// for that long is cut off rather than holding its queue forever.
+const writeTimeout = 30 * time.Second
+
+// conn is one client connection. Its reader goroutine (run) owns the
+// session fields; the writer goroutine only drains out.
+type conn struct {
+	srv    *Server
+	nc     net.Conn
+	br     *bufio.Reader
+	out    *outQueue
+	log    *slog.Logger
+	remote string // client IP, the session's "ip" identity
+
+	ctx    context.Context // ends when the connection closes
+	cancel context.CancelFunc
+	closed sync.Once
+	done   chan struct{} // closed when the writer has stopped
+
+	// Set by the handshake; read by other goroutines (4lw, admin).
+	session atomic.Pointer[session]
+	// auth is the session's identities; guarded by authMu for readers
+	// outside the reader goroutine.
+	authMu sync.Mutex
+	auth   []core.ID
+
+	// Counters for cons/stat.
+	received atomic.Int64
+	sent     atomic.Int64
+	started  time.Time
+	lastKA   time.Time // reader only
+}
+
+// session is a ZooKeeper session as one connection holds it.
+type session struct {
+	id       int64
+	timeout  time.Duration
+	password []byte
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	ctx, cancel := context.WithCancel(s.ctx)
+	remote := ""
+	if addr, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
+		remote = addr.IP.String()
+	}
+	c := &conn{
+		srv: s, nc: nc, br: bufio.NewReaderSize(nc, 64<<10), out: newOutQueue(),
+		log: s.log.With("remote", nc.RemoteAddr().String()), remote: remote,
+		ctx: ctx, cancel: cancel, done: make(chan struct{}), started: time.Now(),
+	}
+	c.auth = []core.ID{{Scheme: "ip", ID: remote}}
+	return c
+}
+
+func (c *conn) sessionID() int64 {
+	if s := c.session.Load(); s != nil {
+		return s.id
+	}
+	return 0
+}
+
+func (c *conn) identities() []core.ID {
+	c.authMu.Lock()
+	defer c.authMu.Unlock()
+	return append([]core.ID(nil), c.auth...)
+}
+
+// run serves the connection until it ends; it is the reader goroutine.
+func (c *conn) run() {
+	go c.writeLoop()
+	defer c.shutdown()
+	if c.fourLetterWord() {
+		return
+	}
+	if !c.handshake() {
+		return
+	}
+	for {
+		s := c.session.Load()
+		// A client pings every third of its timeout; silence for a whole
+		// timeout means it is gone (its session expires on its own).
+		_ = c.nc.SetReadDeadline(time.Now().Add(s.timeout))
+		frame, err := jute.ReadFrame(c.br, c.srv.cfg.MaxBuffer)
+		if err != nil {
+			c.logReadError(err)
+			return
+		}
+		c.received.Add(1)
+		if !c.serve(frame) {
+			return
+		}
+	}
+}
+
+func (c *conn) logReadError(err error) {
+	var fl *jute.FrameLengthError
+	switch {
+	case errors.As(err, &fl):
+		c.log.Warn("closing connection: bad frame length", "err", err)
+	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), c.ctx.Err() != nil:
+	default:
+		c.log.Debug("closing connection", "err", err)
+	}
+}
+
+// shutdown ends the connection: the writer sends what is queued, then the
+// socket closes and the connection's watches go.
+func (c *conn) shutdown() {
+	c.out.finish()
+	select {
+	case <-c.done:
+	case <-time.After(writeTimeout):
+	}
+	c.close()
+	<-c.done
+	c.srv.watches.removeConn(c)
+	c.srv.forget(c)
+}
+
+// close closes the socket at once; the reader and writer then stop.
+func (c *conn) close() {
+	c.closed.Do(func() {
+		c.cancel()
+		_ = c.nc.Close()
+	})
+}
+
+func (c *conn) writeLoop() {
+	defer close(c.done)
+	for {
+		frames, last := c.out.take(c.ctx.Done())
+		if last {
+			return
+		}
+		_ = c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		bufs := net.Buffers(frames)
+		if _, err := bufs.WriteTo(c.nc); err != nil {
+			c.close()
+			return
+		}
+		c.sent.Add(int64(len(frames)))
+	}
+}
+
+// push queues a frame or, if the client is too far behind, closes it.
+func (c *conn) push(frame []byte) {
+	if !c.out.push(frame) {
+		c.close()
+	}
+}
+
+// sendEvent queues a watch notification.
+func (c *conn) sendEvent(typ jute.EventType, path string) {
+	e := jute.NewEncoder(make([]byte, 0, 32+len(path)))
+	start := e.BeginFrame()
+	hdr := jute.ReplyHeader{Xid: jute.XidNotification, Zxid: -1, Err: jute.CodeOk}
+	hdr.Encode(e)
+	ev := jute.WatcherEvent{Type: typ, State: jute.StateSyncConnected, Path: path}
+	ev.Encode(e)
+	e.EndFrame(start)
+	c.push(e.Bytes())
+}
+
+// sendReply queues a reply; body is encoded only for a successful reply.
+func (c *conn) sendReply(xid int32, zxid int64, code jute.Code, body jute.Record) {
+	e := jute.NewEncoder(make([]byte, 0, 64))
+	start := e.BeginFrame()
+	hdr := jute.ReplyHeader{Xid: xid, Zxid: zxid, Err: code}
+	hdr.Encode(e)
+	if code == jute.CodeOk && body != nil {
+		body.Encode(e)
+	}
+	e.EndFrame(start)
+	if err := e.Err(); err != nil {
+		c.log.Error("encoding reply", "err", err)
+		c.close()
+		return
+	}
+	c.push(e.Bytes())
+}
+
+// handshake reads the ConnectRequest and opens or re-attaches a session.
+func (c *conn) handshake() bool {
+	_ = c.nc.SetReadDeadline(time.Now().Add(c.srv.cfg.MaxSessionTimeout))
+	frame, err := jute.ReadFrame(c.br, c.srv.cfg.MaxBuffer)
+	if err != nil {
+		c.logReadError(err)
+		return false
+	}
+	c.received.Add(1)
+	var req jute.ConnectRequest
+	if err := jute.Unmarshal(frame, &req); err != nil {
+		c.log.Warn("closing connection: malformed connect request", "err", err)
+		return false
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, c.srv.cfg.MaxSessionTimeout)
+	defer cancel()
+	view, err := c.srv.backend.Read(ctx, 0)
+	if err != nil {
+		c.log.Warn("closing connection: cannot read state", "err", err)
+		return false
+	}
+	lastZxid := view.Rev()
+	var lease *core.Lease
+	if req.SessionID != 0 {
+		lease, err = view.Lease(req.SessionID)
+	}
+	view.Close()
+	if err != nil {
+		c.log.Warn("closing connection: cannot read session", "err", err)
+		return false
+	}
+	if req.LastZxidSeen > lastZxid {
+		// The client has seen a newer state than ours; it must try
+		// another server rather than go back in time.
+		c.log.Info("refusing session: client is ahead", "client_zxid", req.LastZxidSeen, "our_zxid", lastZxid)
+		return false
+	}
+	timeout := c.srv.cfg.negotiateTimeout(req.TimeOut)
+	resp := jute.ConnectResponse{ProtocolVersion: jute.ProtocolVersion, TimeOut: timeout, HasReadOnly: req.HasReadOnly}
+	var s *session
+	if req.SessionID == 0 {
+		s, err = c.createSession(ctx, timeout)
+		if err != nil {
+			c.log.Warn("closing connection: cannot create session", "err", err)
+			return false
+		}
+	} else {
+		ok := lease != nil && lease.Session != nil && string(lease.Session.Password) == string(req.Passwd)
+		if ok {
+			if _, err := c.srv.backend.Leases().KeepAlive(ctx, req.SessionID); err != nil {
+				ok = false
+			}
+		}
+		if !ok {
+			// Expired, unknown or wrong password: ZooKeeper answers all
+			// three alike and closes.
+			resp = jute.ConnectResponse{ProtocolVersion: jute.ProtocolVersion, Passwd: make([]byte, 16), HasReadOnly: req.HasReadOnly}
+			c.sendConnect(&resp)
+			c.log.Info("session re-attach refused", "session", fmt.Sprintf("0x%x", req.SessionID))
+			return false
+		}
+		s = &session{id: req.SessionID, timeout: time.Duration(timeout) * time.Millisecond, password: lease.Session.Password}
+	}
+	resp.SessionID, resp.Passwd = s.id, s.password
+	c.session.Store(s)
+	c.lastKA = time.Now()
+	c.srv.attach(c)
+	c.sendConnect(&resp)
+	return true
+}
+
+func (c *conn) sendConnect(resp *jute.ConnectResponse) {
+	e := jute.NewEncoder(nil)
+	start := e.BeginFrame()
+	resp.Encode(e)
+	e.EndFrame(start)
+	c.push(e.Bytes())
+}
+
+// createSession grants the lease that is the new session.
+func (c *conn) createSession(ctx context.Context, timeoutMs int32) (*session, error) {
+	password := make([]byte, 16)
+	if _, err := rand.Read(password); err != nil {
+		return nil, fmt.Errorf("session password: %w", err)
+	}
+	id := c.srv.backend.Leases().NewID()
+	ttl := (int64(timeoutMs) + 999) / 1000
+	op := &core.Op{LeaseGrant: &core.LeaseGrant{ID: id, TTL: ttl, Session: &core.Session{TimeoutMs: timeoutMs, Password: password}}}
+	res, err := c.srv.backend.Propose(ctx, op)
+	if err != nil {
+		return nil, fmt.Errorf("propose session 0x%x: %w", id, err)
+	}
+	if res.Err != nil {
+		return nil, fmt.Errorf("grant session 0x%x: %w", id, res.Err)
+	}
+	return &session{id: id, timeout: time.Duration(timeoutMs) * time.Millisecond, password: password}, nil
+}
+
+// keepAlive restarts the session's countdown, at most a few times per
+// timeout; it returns false once the session has expired.
+func (c *conn) keepAlive(force bool) bool {
+	s := c.session.Load()
+	now := time.Now()
+	if !force && now.Sub(c.lastKA) < s.timeout/4 {
+		return true
+	}
+	if _, err := c.srv.backend.Leases().KeepAlive(c.ctx, s.id); err != nil {
+		if core.CodeOf(err) == core.CodeLeaseNotFound {
+			c.log.Info("session expired", "session", fmt.Sprintf("0x%x", s.id))
+		}
+		return false
+	}
+	c.lastKA = now
+	return true
+}

@@ -1,0 +1,24 @@
+// Package zkapi serves the ZooKeeper client protocol (3.8 wire format) on
+// Janus's core.
+//
+// A Server accepts connections, performs the session handshake, and turns
+// each request into a core.Op proposed through the core.Backend or a read on
+// one of its Views. A ZooKeeper session is a core lease carrying the session
+// timeout and password; pings keep the lease alive and closeSession revokes
+// it, which deletes the session's ephemeral nodes in the core.
+//
+// Each connection has exactly two goroutines: a reader that decodes and
+// executes requests one after another (so pipelined requests are answered in
+// order and a read sees the session's earlier writes), and a writer that
+// drains an unbounded queue of encoded frames. One hub subscription for the
+// whole server feeds the watch manager, which turns committed events into
+// ZooKeeper watch notifications and queues them on the watching connections.
+// The manager records the highest revision it has dispatched; before a reply
+// that reflects revision R is queued, the reader waits until R has been
+// dispatched, so a notification always reaches the client before any reply
+// that shows the change.
+//
+// The wire codec lives in the jute subpackage; this package decides what the
+// records mean: path rules, ACL fix-up, error codes, Stats and watches as
+// ZooKeeper 3.8 reports them.
+package zkapi

@@ -1,0 +1,48 @@
+package zkapi
+
+import (
+	"errors"
+
+	"github.com/januskv/janus/core"
+	"github.com/januskv/janus/zkapi/jute"
+)
+
+// errBackend marks a failure that is not a refusal by the state machine (the
+// member is stopping, the log is unavailable): ZooKeeper would drop the
+// connection, and so does the server, letting the client retry elsewhere.
+var errBackend = errors.New("zkapi: backend unavailable")
+
+// codeOf maps a state-machine refusal to the ZooKeeper error code the same
+// input gets from ZooKeeper.
+func codeOf(err error) jute.Code {
+	switch core.CodeOf(err) {
+	case core.CodeOK:
+		return jute.CodeOk
+	case core.CodeNoNode:
+		return jute.CodeNoNode
+	case core.CodeNodeExists:
+		return jute.CodeNodeExists
+	case core.CodeBadVersion:
+		return jute.CodeBadVersion
+	case core.CodeNotEmpty:
+		return jute.CodeNotEmpty
+	case core.CodeNoChildrenForEphemerals:
+		return jute.CodeNoChildrenForEphemerals
+	case core.CodeNoAuth:
+		return jute.CodeNoAuth
+	case core.CodeInvalidACL:
+		return jute.CodeInvalidACL
+	case core.CodeBadArguments:
+		return jute.CodeBadArguments
+	case core.CodeSessionExpired, core.CodeLeaseNotFound:
+		return jute.CodeSessionExpired
+	}
+	return jute.CodeSystemError
+}
+
+// isRefusal reports whether err came from the state machine (a deterministic
+// answer to send the client) rather than from the member failing.
+func isRefusal(err error) bool {
+	var ce *core.Error
+	return errors.As(err, &ce)
+}

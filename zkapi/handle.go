@@ -1,0 +1,711 @@
+package zkapi
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+
+	"github.com/januskv/janus/core"
+	"github.com/januskv/janus/zkapi/jute"
+)
+
+// reply is the answer to one request.
+type reply struct {
+	zxid int64
+	code jute.Code
+	body jute.Record
+	// wait says the reply reflects state at zxid, so notifications up to
+	// it must be queued first.
+	wait bool
+	// close ends the connection once the reply is sent.
+	close bool
+	// fail means the member could not answer: the connection is dropped.
+	fail error
+}
+
+func errReply(zxid int64, code jute.Code) reply { return reply{zxid: zxid, code: code} }
+
+// serve decodes and answers one request. It returns false when the
+// connection must close.
+func (c *conn) serve(frame []byte) bool {
+	d := jute.NewDecoder(frame)
+	d.SetMaxLength(c.srv.cfg.MaxBuffer)
+	var hdr jute.RequestHeader
+	hdr.Decode(d)
+	if d.Err() != nil {
+		c.log.Warn("closing connection: malformed request header", "err", d.Err())
+		return false
+	}
+	rec, known := jute.NewRequest(hdr.Type)
+	if !known || hdr.Type == jute.OpCreateSession {
+		// ZooKeeper answers an unknown opcode with Unimplemented and
+		// drops the connection.
+		c.log.Warn("closing connection: unknown opcode", "op", int32(hdr.Type))
+		c.sendReply(hdr.Xid, -1, jute.CodeUnimplemented, nil)
+		return false
+	}
+	if rec != nil {
+		rec.Decode(d)
+		if d.Err() != nil {
+			c.log.Info("malformed request", "op", hdr.Type, "err", d.Err())
+			c.sendReply(hdr.Xid, c.srv.watches.Dispatched(), jute.CodeMarshallingError, nil)
+			return true
+		}
+	}
+	if !c.keepAlive(hdr.Type == jute.OpPing) {
+		return false
+	}
+	r := c.handle(hdr.Type, rec)
+	if r.fail != nil {
+		if c.ctx.Err() == nil {
+			c.log.Warn("closing connection: request failed", "op", hdr.Type, "err", r.fail)
+		}
+		return false
+	}
+	if r.wait {
+		if err := c.srv.watches.waitDispatched(c.ctx, r.zxid); err != nil {
+			return false
+		}
+	}
+	c.sendReply(hdr.Xid, r.zxid, r.code, r.body)
+	return !r.close
+}
+
+// handle executes one decoded request.
+func (c *conn) handle(op jute.OpCode, rec jute.Record) reply {
+	switch op {
+	case jute.OpPing:
+		return reply{zxid: c.srv.watches.Dispatched()}
+	case jute.OpCloseSession:
+		return c.closeSession()
+	case jute.OpCreate, jute.OpCreate2, jute.OpCreateContainer, jute.OpCreateTTL,
+		jute.OpDelete, jute.OpSetData, jute.OpSetACL, jute.OpCheck:
+		return c.write(op, rec)
+	case jute.OpMulti:
+		return c.multi(rec.(*jute.MultiRequest))
+	case jute.OpMultiRead:
+		return c.multiRead(rec.(*jute.MultiRequest))
+	case jute.OpExists:
+		r := rec.(*jute.ExistsRequest)
+		return c.exists(r.Path, r.Watch)
+	case jute.OpGetData:
+		r := rec.(*jute.GetDataRequest)
+		return c.getData(r.Path, r.Watch)
+	case jute.OpGetChildren:
+		r := rec.(*jute.GetChildrenRequest)
+		return c.getChildren(r.Path, r.Watch, false)
+	case jute.OpGetChildren2:
+		r := rec.(*jute.GetChildren2Request)
+		return c.getChildren(r.Path, r.Watch, true)
+	case jute.OpGetACL:
+		return c.getACL(rec.(*jute.GetACLRequest).Path)
+	case jute.OpGetAllChildrenNumber:
+		return c.getAllChildrenNumber(rec.(*jute.GetAllChildrenNumberRequest).Path)
+	case jute.OpGetEphemerals:
+		return c.getEphemerals(rec.(*jute.GetEphemeralsRequest).PrefixPath)
+	case jute.OpSync:
+		return c.sync(rec.(*jute.SyncRequest).Path)
+	case jute.OpAuth:
+		return c.addAuth(rec.(*jute.AuthPacket))
+	case jute.OpSetWatches:
+		r := rec.(*jute.SetWatches)
+		return c.setWatches(&jute.SetWatches2{RelativeZxid: r.RelativeZxid, DataWatches: r.DataWatches,
+			ExistWatches: r.ExistWatches, ChildWatches: r.ChildWatches})
+	case jute.OpSetWatches2:
+		return c.setWatches(rec.(*jute.SetWatches2))
+	case jute.OpAddWatch:
+		return c.addWatch(rec.(*jute.AddWatchRequest))
+	case jute.OpRemoveWatches:
+		r := rec.(*jute.RemoveWatchesRequest)
+		return c.removeWatches(r.Path, r.Type, true)
+	case jute.OpCheckWatches:
+		r := rec.(*jute.CheckWatchesRequest)
+		return c.removeWatches(r.Path, r.Type, false)
+	case jute.OpWhoAmI:
+		return c.whoAmI()
+	case jute.OpReconfig:
+		// Membership changes are not offered through the ZooKeeper
+		// face; ZooKeeper with reconfigEnabled=false answers the same.
+		return errReply(c.srv.watches.Dispatched(), jute.CodeReconfigDisabled)
+	}
+	// SASL and other known but unsupported requests.
+	return errReply(c.srv.watches.Dispatched(), jute.CodeUnimplemented)
+}
+
+func (c *conn) closeSession() reply {
+	s := c.session.Load()
+	res, err := c.srv.backend.Propose(c.ctx, &core.Op{LeaseRevoke: &core.LeaseRevoke{ID: s.id}})
+	if err != nil {
+		return reply{fail: fmt.Errorf("revoke session 0x%x: %w", s.id, err)}
+	}
+	c.log.Debug("session closed", "session", fmt.Sprintf("0x%x", s.id))
+	return reply{zxid: res.Rev, wait: true, close: true}
+}
+
+// toStat converts a node and its Dir to the wire Stat.
+func toStat(n *core.Node, d *core.Dir) jute.Stat {
+	s := core.StatOf(n, d)
+	return jute.Stat{
+		Czxid: s.Czxid, Mzxid: s.Mzxid, Ctime: s.Ctime, Mtime: s.Mtime, Version: s.Version,
+		Cversion: s.Cversion, Aversion: s.Aversion, EphemeralOwner: s.EphemeralOwner,
+		DataLength: s.DataLength, NumChildren: s.NumChildren, Pzxid: s.Pzxid,
+	}
+}
+
+// maxTTL is the largest TTL ZooKeeper's EphemeralType.TTL can encode.
+const maxTTL = 1<<40 - 1
+
+// specialPath reports the paths ZooKeeper refuses to delete.
+func specialPath(p string) bool {
+	return p == "/" || p == "/zookeeper" || p == "/zookeeper/quota" || p == "/zookeeper/config"
+}
+
+// prepareWrite validates a write request as ZooKeeper's PrepRequestProcessor
+// does before it touches the tree, and translates it into a core op.
+func (c *conn) prepareWrite(op jute.OpCode, rec jute.Record) (core.TxnOp, jute.Code) {
+	switch r := rec.(type) {
+	case *jute.CreateRequest:
+		return c.prepareCreate(op, r.Path, r.Data, r.ACL, r.Flags, -1)
+	case *jute.CreateTTLRequest:
+		return c.prepareCreate(op, r.Path, r.Data, r.ACL, r.Flags, r.TTL)
+	case *jute.DeleteRequest:
+		// ZooKeeper checks only for a slash and NUL here; a path that is
+		// otherwise invalid simply names no node.
+		if !strings.Contains(r.Path, "/") || strings.IndexByte(r.Path, 0) >= 0 || specialPath(r.Path) {
+			return core.TxnOp{}, jute.CodeBadArguments
+		}
+		return core.TxnOp{Kind: core.OpDelete, Key: []byte(r.Path), ExpectedVersion: r.Version}, jute.CodeOk
+	case *jute.SetDataRequest:
+		if !core.IsTreePath([]byte(r.Path)) {
+			return core.TxnOp{}, jute.CodeBadArguments
+		}
+		return core.TxnOp{Kind: core.OpSetData, Key: []byte(r.Path), Value: r.Data, ExpectedVersion: r.Version}, jute.CodeOk
+	case *jute.CheckVersionRequest:
+		if !core.IsTreePath([]byte(r.Path)) {
+			return core.TxnOp{}, jute.CodeBadArguments
+		}
+		return core.TxnOp{Kind: core.OpCheck, Key: []byte(r.Path), ExpectedVersion: r.Version}, jute.CodeOk
+	case *jute.SetACLRequest:
+		if !core.IsTreePath([]byte(r.Path)) {
+			return core.TxnOp{}, jute.CodeBadArguments
+		}
+		acl, ok := fixupACL(r.ACL, c.identities())
+		if !ok {
+			return core.TxnOp{}, jute.CodeInvalidACL
+		}
+		return core.TxnOp{Kind: core.OpSetACL, Key: []byte(r.Path), ACL: acl, ExpectedVersion: r.Version}, jute.CodeOk
+	}
+	return core.TxnOp{}, jute.CodeMarshallingError
+}
+
+func (c *conn) prepareCreate(op jute.OpCode, path string, data []byte, acl []jute.ACL, flags jute.CreateMode, ttl int64) (core.TxnOp, jute.Code) {
+	if !flags.Valid() {
+		return core.TxnOp{}, jute.CodeBadArguments
+	}
+	if flags.TTL() && c.srv.cfg.DisableExtendedTypes {
+		return core.TxnOp{}, jute.CodeUnimplemented
+	}
+	if flags.TTL() {
+		if ttl <= 0 || ttl > maxTTL {
+			return core.TxnOp{}, jute.CodeBadArguments
+		}
+	} else if ttl >= 0 {
+		return core.TxnOp{}, jute.CodeBadArguments
+	}
+	if !strings.Contains(path, "/") || strings.IndexByte(path, 0) >= 0 {
+		return core.TxnOp{}, jute.CodeBadArguments
+	}
+	full := path
+	if flags.Sequential() {
+		full += "0000000000"
+	}
+	if !core.IsTreePath([]byte(full)) {
+		return core.TxnOp{}, jute.CodeBadArguments
+	}
+	cacl, ok := fixupACL(acl, c.identities())
+	if !ok {
+		return core.TxnOp{}, jute.CodeInvalidACL
+	}
+	opts := &core.CreateOptions{Sequential: flags.Sequential(), ACL: cacl}
+	switch {
+	case flags.Ephemeral():
+		opts.Lease = c.sessionID()
+	case flags.Container():
+		opts.Mode = core.ModeContainer
+	case flags.TTL():
+		opts.Mode, opts.TTL = core.ModeTTL, ttl
+	}
+	return core.TxnOp{Kind: core.OpCreate, Key: []byte(path), Value: data, Create: opts}, jute.CodeOk
+}
+
+// propose runs a Txn of ZooKeeper ops with the session's identities.
+func (c *conn) propose(ops []core.TxnOp) (*core.Result, error) {
+	res, err := c.srv.backend.Propose(c.ctx, &core.Op{Txn: &core.Txn{Success: ops, Auth: c.identities()}})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errBackend, err)
+	}
+	if res.Err != nil && !isRefusal(res.Err) {
+		return nil, fmt.Errorf("%w: %w", errBackend, res.Err)
+	}
+	return res, nil
+}
+
+func (c *conn) write(op jute.OpCode, rec jute.Record) reply {
+	top, code := c.prepareWrite(op, rec)
+	if code != jute.CodeOk {
+		return errReply(c.srv.watches.Dispatched(), code)
+	}
+	res, err := c.propose([]core.TxnOp{top})
+	if err != nil {
+		return reply{fail: err}
+	}
+	if res.Err != nil {
+		return reply{zxid: res.Rev, code: codeOf(res.Err), wait: true}
+	}
+	r := res.Ops[0]
+	out := reply{zxid: res.Rev, wait: true}
+	switch op {
+	case jute.OpCreate:
+		out.body = &jute.CreateResponse{Path: string(r.Path)}
+	case jute.OpCreate2, jute.OpCreateContainer, jute.OpCreateTTL:
+		out.body = &jute.Create2Response{Path: string(r.Path), Stat: toStat(r.Node, r.Dir)}
+	case jute.OpSetData, jute.OpCheck:
+		out.body = &jute.SetDataResponse{Stat: toStat(r.Node, r.Dir)}
+	case jute.OpSetACL:
+		out.body = &jute.SetACLResponse{Stat: toStat(r.Node, r.Dir)}
+	}
+	return out
+}
+
+// multi runs write ops all or nothing. An op that fails validation here
+// must still let the ops before it report their own failures, as they
+// would in ZooKeeper's in-order preparation: they are proposed with a
+// trailing op that always fails, so nothing is written either way.
+func (c *conn) multi(req *jute.MultiRequest) reply {
+	n := len(req.Ops)
+	ops := make([]core.TxnOp, 0, n+1)
+	failAt, failCode := -1, jute.CodeOk
+	for i, op := range req.Ops {
+		if op.Type == jute.OpGetData || op.Type == jute.OpGetChildren {
+			return errReply(c.srv.watches.Dispatched(), jute.CodeMarshallingError)
+		}
+		top, code := c.prepareWrite(op.Type, op.Request)
+		if code != jute.CodeOk {
+			failAt, failCode = i, code
+			break
+		}
+		ops = append(ops, top)
+	}
+	if failAt >= 0 {
+		ops = append(ops, core.TxnOp{Kind: core.OpCreate, Key: nil}) // refused: not a tree path
+	}
+	if len(ops) == 0 || failAt == 0 {
+		resp := &jute.MultiResponse{Results: make([]jute.MultiResult, 0, n)}
+		if failAt == 0 {
+			resp.Results = failedResults(n, 0, failCode)
+		}
+		return reply{zxid: c.srv.watches.Dispatched(), body: resp}
+	}
+	res, err := c.propose(ops)
+	if err != nil {
+		return reply{fail: err}
+	}
+	resp := &jute.MultiResponse{}
+	if res.Err != nil {
+		code := codeOf(res.Err)
+		if res.FailedOp == failAt {
+			code = failCode
+		}
+		resp.Results = failedResults(n, res.FailedOp, code)
+		return reply{zxid: res.Rev, body: resp, wait: true}
+	}
+	resp.Results = make([]jute.MultiResult, n)
+	for i, op := range req.Ops {
+		r := res.Ops[i]
+		switch op.Type {
+		case jute.OpCreate:
+			resp.Results[i] = jute.MultiResult{Type: jute.OpCreate, Path: string(r.Path)}
+		case jute.OpCreate2, jute.OpCreateContainer, jute.OpCreateTTL:
+			resp.Results[i] = jute.MultiResult{Type: jute.OpCreate2, Path: string(r.Path), Stat: toStat(r.Node, r.Dir)}
+		case jute.OpDelete:
+			resp.Results[i] = jute.MultiResult{Type: jute.OpDelete}
+		case jute.OpSetData:
+			resp.Results[i] = jute.MultiResult{Type: jute.OpSetData, Stat: toStat(r.Node, r.Dir)}
+		case jute.OpCheck:
+			resp.Results[i] = jute.MultiResult{Type: jute.OpCheck}
+		}
+	}
+	return reply{zxid: res.Rev, body: resp, wait: true}
+}
+
+// failedResults is a failed multi's answer: ok before the failed op, its
+// code, then RuntimeInconsistency.
+func failedResults(n, failed int, code jute.Code) []jute.MultiResult {
+	out := make([]jute.MultiResult, n)
+	for i := range out {
+		c := jute.CodeOk
+		switch {
+		case i == failed:
+			c = code
+		case i > failed:
+			c = jute.CodeRuntimeInconsistency
+		}
+		out[i] = jute.MultiResult{Type: jute.OpError, Err: c}
+	}
+	return out
+}
+
+// view runs fn on a view of the latest state. With watch set, the watch
+// manager is locked across the read so a watch fn registers misses no
+// event after the view's revision and fires for none before it.
+func (c *conn) view(watch bool, fn func(v core.ReadView) reply) reply {
+	if watch {
+		c.srv.watches.mu.Lock()
+		defer c.srv.watches.mu.Unlock()
+	}
+	v, err := c.srv.backend.Read(c.ctx, 0)
+	if err != nil {
+		return reply{fail: fmt.Errorf("%w: read: %w", errBackend, err)}
+	}
+	defer v.Close()
+	r := fn(v)
+	r.zxid, r.wait = v.Rev(), true
+	return r
+}
+
+// lookup returns the node ZooKeeper sees at path, or nil.
+func lookup(v core.View, path string) (*core.Node, *core.Dir, error) {
+	if !core.IsTreePath([]byte(path)) {
+		return nil, nil, nil
+	}
+	return core.TreeNode(v, []byte(path))
+}
+
+func (c *conn) exists(path string, watch bool) reply {
+	watch = watch && core.IsTreePath([]byte(path))
+	return c.view(watch, func(v core.ReadView) reply {
+		n, d, err := lookup(v, path)
+		if err != nil {
+			return reply{fail: err}
+		}
+		if watch {
+			// Watches a missing node for its creation, an existing one
+			// for its change or deletion: both are data watches.
+			c.srv.watches.addLocked(&c.srv.watches.data, path, c, watchEntry{armedAt: v.Rev()})
+		}
+		if n == nil {
+			return reply{code: jute.CodeNoNode}
+		}
+		return reply{body: &jute.ExistsResponse{Stat: toStat(n, d)}}
+	})
+}
+
+func (c *conn) readable(n *core.Node, perm core.Perm) bool {
+	return core.CheckACL(n.ACL, perm, c.identities())
+}
+
+func (c *conn) getData(path string, watch bool) reply {
+	return c.view(watch, func(v core.ReadView) reply {
+		n, d, err := lookup(v, path)
+		if err != nil {
+			return reply{fail: err}
+		}
+		if n == nil {
+			return reply{code: jute.CodeNoNode}
+		}
+		if !c.readable(n, core.PermRead) {
+			return reply{code: jute.CodeNoAuth}
+		}
+		if watch {
+			c.srv.watches.addLocked(&c.srv.watches.data, path, c, watchEntry{armedAt: v.Rev()})
+		}
+		return reply{body: &jute.GetDataResponse{Data: n.Value, Stat: toStat(n, d)}}
+	})
+}
+
+func children(v core.View, path string) ([]string, error) {
+	out := []string{}
+	err := v.Children([]byte(path), func(name []byte) bool {
+		out = append(out, string(name))
+		return true
+	})
+	return out, err
+}
+
+func (c *conn) getChildren(path string, watch, withStat bool) reply {
+	return c.view(watch, func(v core.ReadView) reply {
+		n, d, err := lookup(v, path)
+		if err != nil {
+			return reply{fail: err}
+		}
+		if n == nil {
+			return reply{code: jute.CodeNoNode}
+		}
+		if !c.readable(n, core.PermRead) {
+			return reply{code: jute.CodeNoAuth}
+		}
+		kids, err := children(v, path)
+		if err != nil {
+			return reply{fail: err}
+		}
+		if watch {
+			c.srv.watches.addLocked(&c.srv.watches.child, path, c, watchEntry{armedAt: v.Rev()})
+		}
+		if withStat {
+			return reply{body: &jute.GetChildren2Response{Children: kids, Stat: toStat(n, d)}}
+		}
+		return reply{body: &jute.GetChildrenResponse{Children: kids}}
+	})
+}
+
+func (c *conn) getACL(path string) reply {
+	return c.view(false, func(v core.ReadView) reply {
+		n, d, err := lookup(v, path)
+		if err != nil {
+			return reply{fail: err}
+		}
+		if n == nil {
+			return reply{code: jute.CodeNoNode}
+		}
+		if !c.readable(n, core.PermRead|core.PermAdmin) {
+			return reply{code: jute.CodeNoAuth}
+		}
+		acl := toJuteACL(n.ACL)
+		if !c.readable(n, core.PermAdmin) {
+			acl = redactDigests(acl)
+		}
+		return reply{body: &jute.GetACLResponse{ACL: acl, Stat: toStat(n, d)}}
+	})
+}
+
+func (c *conn) getAllChildrenNumber(path string) reply {
+	return c.view(false, func(v core.ReadView) reply {
+		n, _, err := lookup(v, path)
+		if err != nil {
+			return reply{fail: err}
+		}
+		if n == nil {
+			return reply{code: jute.CodeNoNode}
+		}
+		if !c.readable(n, core.PermRead) {
+			return reply{code: jute.CodeNoAuth}
+		}
+		total, err := countDescendants(v, []byte(path))
+		if err != nil {
+			return reply{fail: err}
+		}
+		return reply{body: &jute.GetAllChildrenNumberResponse{TotalNumber: int32(total)}}
+	})
+}
+
+func countDescendants(v core.View, path []byte) (int, error) {
+	var kids [][]byte
+	if err := v.Children(path, func(name []byte) bool {
+		kids = append(kids, core.JoinPath(path, name))
+		return true
+	}); err != nil {
+		return 0, err
+	}
+	total := len(kids)
+	for _, k := range kids {
+		n, err := countDescendants(v, k)
+		if err != nil {
+			return 0, err
+		}
+		total += n
+	}
+	return total, nil
+}
+
+func (c *conn) getEphemerals(prefix string) reply {
+	id := c.sessionID()
+	all := strings.TrimSpace(prefix) == "" || strings.TrimSpace(prefix) == "/"
+	return c.view(false, func(v core.ReadView) reply {
+		out := []string{}
+		err := v.LeaseKeys(id, func(key []byte) bool {
+			if core.IsTreePath(key) && (all || bytes.HasPrefix(key, []byte(prefix))) {
+				out = append(out, string(key))
+			}
+			return true
+		})
+		if err != nil {
+			return reply{fail: err}
+		}
+		return reply{body: &jute.GetEphemeralsResponse{Ephemerals: out}}
+	})
+}
+
+func (c *conn) sync(path string) reply {
+	if err := c.srv.backend.Linearize(c.ctx); err != nil {
+		return reply{fail: fmt.Errorf("%w: sync: %w", errBackend, err)}
+	}
+	return c.view(false, func(core.ReadView) reply {
+		return reply{body: &jute.SyncResponse{Path: path}}
+	})
+}
+
+// multiRead runs read ops on one view; unlike multi it is not all or
+// nothing: a failed read is an error result and the others succeed.
+func (c *conn) multiRead(req *jute.MultiRequest) reply {
+	return c.view(false, func(v core.ReadView) reply {
+		resp := &jute.MultiResponse{Results: make([]jute.MultiResult, len(req.Ops))}
+		for i, op := range req.Ops {
+			var path string
+			switch r := op.Request.(type) {
+			case *jute.GetDataRequest:
+				path = r.Path
+			case *jute.GetChildrenRequest:
+				path = r.Path
+			default:
+				return reply{code: jute.CodeMarshallingError}
+			}
+			n, d, err := lookup(v, path)
+			if err != nil {
+				return reply{fail: err}
+			}
+			switch {
+			case n == nil:
+				resp.Results[i] = jute.MultiResult{Type: jute.OpError, Err: jute.CodeNoNode}
+			case !c.readable(n, core.PermRead):
+				resp.Results[i] = jute.MultiResult{Type: jute.OpError, Err: jute.CodeNoAuth}
+			case op.Type == jute.OpGetData:
+				resp.Results[i] = jute.MultiResult{Type: jute.OpGetData, Data: n.Value, Stat: toStat(n, d)}
+			default:
+				kids, err := children(v, path)
+				if err != nil {
+					return reply{fail: err}
+				}
+				resp.Results[i] = jute.MultiResult{Type: jute.OpGetChildren, Children: kids}
+			}
+		}
+		return reply{body: resp}
+	})
+}
+
+// addAuth adds an identity. An unknown scheme or a malformed credential
+// gets AuthFailed and the connection closes, as in ZooKeeper.
+func (c *conn) addAuth(p *jute.AuthPacket) reply {
+	var id core.ID
+	switch p.Scheme {
+	case "digest":
+		d, ok := digestID(string(p.Auth))
+		if !ok {
+			return reply{code: jute.CodeAuthFailed, close: true}
+		}
+		id = core.ID{Scheme: "digest", ID: d}
+	case "ip":
+		id = core.ID{Scheme: "ip", ID: c.remote}
+	default:
+		c.log.Info("closing connection: unknown auth scheme", "scheme", p.Scheme)
+		return reply{code: jute.CodeAuthFailed, close: true}
+	}
+	c.authMu.Lock()
+	dup := false
+	for _, have := range c.auth {
+		dup = dup || have == id
+	}
+	if !dup {
+		c.auth = append(c.auth, id)
+	}
+	c.authMu.Unlock()
+	return reply{}
+}
+
+func (c *conn) whoAmI() reply {
+	ids := c.identities()
+	infos := make([]jute.ClientInfo, len(ids))
+	for i, id := range ids {
+		infos[i] = jute.ClientInfo{AuthScheme: id.Scheme, User: userName(id)}
+	}
+	return reply{zxid: c.srv.watches.Dispatched(), body: &jute.WhoAmIResponse{ClientInfo: infos}}
+}
+
+// setWatches re-registers a reconnecting client's watches. Watches whose
+// node changed after the client's last zxid fire at once; the rest are
+// armed, as ZooKeeper's DataTree.setWatches does.
+func (c *conn) setWatches(req *jute.SetWatches2) reply {
+	rel := req.RelativeZxid
+	wm := c.srv.watches
+	return c.view(true, func(v core.ReadView) reply {
+		armed := watchEntry{armedAt: v.Rev()}
+		for _, p := range req.DataWatches {
+			n, _, err := lookup(v, p)
+			if err != nil {
+				return reply{fail: err}
+			}
+			switch {
+			case n == nil:
+				c.sendEvent(jute.EventNodeDeleted, p)
+			case n.ModRev > rel:
+				c.sendEvent(jute.EventNodeDataChanged, p)
+			default:
+				wm.addLocked(&wm.data, p, c, armed)
+			}
+		}
+		for _, p := range req.ExistWatches {
+			n, _, err := lookup(v, p)
+			if err != nil {
+				return reply{fail: err}
+			}
+			if n != nil {
+				c.sendEvent(jute.EventNodeCreated, p)
+			} else {
+				wm.addLocked(&wm.data, p, c, armed)
+			}
+		}
+		for _, p := range req.ChildWatches {
+			n, d, err := lookup(v, p)
+			if err != nil {
+				return reply{fail: err}
+			}
+			switch {
+			case n == nil:
+				c.sendEvent(jute.EventNodeDeleted, p)
+			case core.StatOf(n, d).Pzxid > rel:
+				c.sendEvent(jute.EventNodeChildrenChanged, p)
+			default:
+				wm.addLocked(&wm.child, p, c, armed)
+			}
+		}
+		for _, p := range req.PersistentWatches {
+			e := watchEntry{mode: watchPersistent, armedAt: v.Rev()}
+			wm.addLocked(&wm.data, p, c, e)
+			wm.addLocked(&wm.child, p, c, e)
+		}
+		for _, p := range req.PersistentRecursiveWatches {
+			e := watchEntry{mode: watchRecursive, armedAt: v.Rev()}
+			wm.addLocked(&wm.data, p, c, e)
+			wm.addLocked(&wm.child, p, c, e)
+		}
+		return reply{}
+	})
+}
+
+func (c *conn) addWatch(req *jute.AddWatchRequest) reply {
+	mode := watchPersistent
+	if req.Mode == jute.AddWatchPersistentRecursive {
+		mode = watchRecursive
+	} else if req.Mode != jute.AddWatchPersistent {
+		return errReply(c.srv.watches.Dispatched(), jute.CodeBadArguments)
+	}
+	rev := c.srv.watches.Dispatched()
+	c.srv.watches.addWatch(c, req.Path, mode, rev)
+	// ZooKeeper sends an ErrorResponse(0) body, which clients ignore.
+	return reply{zxid: rev, body: &jute.ErrorResponse{Err: jute.CodeOk}}
+}
+
+// removeWatches removes (or, for checkWatches, only looks for) watches;
+// none found is NoWatcher. The server sends no event for a removal.
+func (c *conn) removeWatches(path string, typ jute.WatcherType, remove bool) reply {
+	zxid := c.srv.watches.Dispatched()
+	var found bool
+	if remove {
+		found = c.srv.watches.remove(c, path, typ)
+	} else {
+		found = c.srv.watches.has(c, path, typ)
+	}
+	if !found {
+		return errReply(zxid, jute.CodeNoWatcher)
+	}
+	return reply{zxid: zxid}
+}

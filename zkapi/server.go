@@ -1,0 +1,258 @@
+package zkapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/januskv/janus/core"
+)
+
+// Server serves the ZooKeeper client protocol on a core.Backend.
+type Server struct {
+	backend core.Backend
+	cfg     Config
+	log     *slog.Logger
+	watches *watchManager
+	started time.Time
+
+	ctx    context.Context // ends at Close
+	cancel context.CancelFunc
+	ready  chan struct{} // closed once the event stream and /zookeeper exist
+	wg     sync.WaitGroup
+
+	mu        sync.Mutex
+	listeners map[net.Listener]struct{}
+	conns     map[*conn]struct{}
+	sessions  map[int64]*conn // each session's current connection
+	closed    bool
+}
+
+// New returns a Server on b. It starts following b's event stream at once;
+// Serve accepts clients once that stream is running.
+func New(b core.Backend, cfg Config) *Server {
+	cfg = cfg.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		backend: b, cfg: cfg, log: cfg.Logger, watches: newWatchManager(), started: time.Now(),
+		ctx: ctx, cancel: cancel, ready: make(chan struct{}),
+		listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{}, sessions: map[int64]*conn{},
+	}
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		s.followEvents()
+	}()
+	go func() {
+		defer s.wg.Done()
+		s.reap()
+	}()
+	return s
+}
+
+// ErrServerClosed is returned by Serve after Close.
+var ErrServerClosed = errors.New("zkapi: server closed")
+
+// Serve accepts connections on l until Close; it always returns an error.
+func (s *Server) Serve(l net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrServerClosed
+	}
+	s.listeners[l] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, l)
+		s.mu.Unlock()
+	}()
+	select {
+	case <-s.ready:
+	case <-s.ctx.Done():
+		return ErrServerClosed
+	}
+	for {
+		nc, err := l.Accept()
+		if err != nil {
+			if s.ctx.Err() != nil {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			return fmt.Errorf("zkapi: accept: %w", err)
+		}
+		if tc, ok := nc.(*net.TCPConn); ok {
+			_ = tc.SetNoDelay(true)
+		}
+		c := newConn(s, nc)
+		s.mu.Lock()
+		if s.closed || !s.admit(c) {
+			s.mu.Unlock()
+			_ = nc.Close()
+			continue
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			c.run()
+		}()
+	}
+}
+
+// admit applies the per-IP connection limit; s.mu is held.
+func (s *Server) admit(c *conn) bool {
+	if s.cfg.MaxClientConns <= 0 {
+		return true
+	}
+	n := 0
+	for o := range s.conns {
+		if o.remote == c.remote {
+			n++
+		}
+	}
+	if n >= s.cfg.MaxClientConns {
+		s.log.Warn("too many connections from one address", "remote", c.remote, "max", s.cfg.MaxClientConns)
+		return false
+	}
+	return true
+}
+
+// Close stops accepting, closes every connection (sessions live on until
+// they expire) and waits for the server's goroutines.
+func (s *Server) Close() {
+	s.mu.Lock()
+	s.closed = true
+	for l := range s.listeners {
+		_ = l.Close()
+	}
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	s.cancel()
+	for _, c := range conns {
+		c.close()
+	}
+	s.wg.Wait()
+}
+
+// attach makes c its session's connection, closing the one it replaces.
+func (s *Server) attach(c *conn) {
+	id := c.sessionID()
+	s.mu.Lock()
+	old := s.sessions[id]
+	s.sessions[id] = c
+	s.mu.Unlock()
+	if old != nil && old != c {
+		old.close()
+	}
+}
+
+// forget drops a closed connection.
+func (s *Server) forget(c *conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.conns, c)
+	if id := c.sessionID(); id != 0 && s.sessions[id] == c {
+		delete(s.sessions, id)
+	}
+}
+
+// connections returns the open connections, for the status commands.
+func (s *Server) connections() []*conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		out = append(out, c)
+	}
+	return out
+}
+
+// followEvents owns the server's one hub subscription and feeds the watch
+// manager until Close. If the stream breaks it starts again from the latest
+// revision, logging the gap.
+func (s *Server) followEvents() {
+	backoff := 10 * time.Millisecond
+	for s.ctx.Err() == nil {
+		err := s.followOnce()
+		if s.ctx.Err() != nil {
+			return
+		}
+		s.log.Error("watch event stream ended; resubscribing", "err", err)
+		select {
+		case <-time.After(backoff):
+		case <-s.ctx.Done():
+			return
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+func (s *Server) followOnce() error {
+	if err := s.ensureSystemNodes(); err != nil {
+		return err
+	}
+	v, err := s.backend.Read(s.ctx, 0)
+	if err != nil {
+		return fmt.Errorf("read latest revision: %w", err)
+	}
+	rev := v.Rev()
+	v.Close()
+	sub, err := s.backend.Watch(rev + 1)
+	if err != nil {
+		return fmt.Errorf("subscribe from revision %d: %w", rev+1, err)
+	}
+	defer sub.Close()
+	s.watches.start(rev)
+	select {
+	case <-s.ready:
+	default:
+		close(s.ready)
+	}
+	for {
+		select {
+		case re, ok := <-sub.Events():
+			if !ok {
+				return fmt.Errorf("subscription closed: %w", sub.Err())
+			}
+			s.watches.dispatch(re)
+		case <-s.ctx.Done():
+			return s.ctx.Err()
+		}
+	}
+}
+
+// ensureSystemNodes creates /zookeeper, /zookeeper/quota and
+// /zookeeper/config if they are missing, as every ZooKeeper has them
+// (Curator reads /zookeeper/config on connect).
+func (s *Server) ensureSystemNodes() error {
+	readOnly := []core.ACL{{Perms: core.PermRead, ID: core.ID{Scheme: "world", ID: "anyone"}}}
+	for _, n := range []struct {
+		path string
+		acl  []core.ACL
+	}{{"/zookeeper", nil}, {"/zookeeper/quota", nil}, {"/zookeeper/config", readOnly}} {
+		op := &core.Op{Txn: &core.Txn{Success: []core.TxnOp{{
+			Kind: core.OpCreate, Key: []byte(n.path), Value: []byte{}, Create: &core.CreateOptions{ACL: n.acl},
+		}}}}
+		res, err := s.backend.Propose(s.ctx, op)
+		if err != nil {
+			return fmt.Errorf("create %s: %w", n.path, err)
+		}
+		if res.Err != nil && core.CodeOf(res.Err) != core.CodeNodeExists {
+			return fmt.Errorf("create %s: %w", n.path, res.Err)
+		}
+	}
+	return nil
+}
