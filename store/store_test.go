@@ -81,12 +81,17 @@ func (h *harness) record(rev int64) {
 
 // generate makes n entries, applying each to the MemState.
 func (h *harness) generate(n int) ([]core.Entry, []*core.Result, []*core.Batch) {
+	return h.generateFrom(n, h.gen.next)
+}
+
+// generateFrom is generate with entries from next.
+func (h *harness) generateFrom(n int, next func() core.Entry) ([]core.Entry, []*core.Result, []*core.Batch) {
 	h.t.Helper()
 	var entries []core.Entry
 	var results []*core.Result
 	var batches []*core.Batch
 	for range n {
-		e := h.gen.next()
+		e := next()
 		res, b, err := h.mem.ApplyEntry(&e)
 		if err != nil {
 			h.t.Fatalf("mem apply %d: %v", e.Index, err)
@@ -116,7 +121,23 @@ func (h *harness) generate(n int) ([]core.Entry, []*core.Result, []*core.Batch) 
 // step applies a group of n entries to both and checks the store's answers.
 func (h *harness) step(n int) {
 	h.t.Helper()
-	entries, want, wantBatches := h.generate(n)
+	h.applyGroup(h.generate(n))
+}
+
+// applyOps applies one group of the given ops to both.
+func (h *harness) applyOps(ops ...core.Op) {
+	h.t.Helper()
+	i := 0
+	h.applyGroup(h.generateFrom(len(ops), func() core.Entry {
+		h.gen.index++
+		h.gen.time++
+		i++
+		return core.Entry{Index: h.gen.index, Time: h.gen.time, Op: ops[i-1]}
+	}))
+}
+
+func (h *harness) applyGroup(entries []core.Entry, want []*core.Result, wantBatches []*core.Batch) {
+	h.t.Helper()
 	got, gotBatches, err := h.s.Apply(entries)
 	if err != nil {
 		h.t.Fatalf("store apply: %v", err)
