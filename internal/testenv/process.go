@@ -1,0 +1,143 @@
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// freePorts returns n distinct loopback TCP ports that were free a moment
+// ago. Holding all n listeners open together keeps the kernel from handing
+// out the same port twice; another process may still take one before the
+// caller binds it, which is why the starters retry on a bind failure.
+func freePorts(t testing.TB, n int) []int {
+	t.Helper()
+	listeners := make([]net.Listener, 0, n)
+	defer func() {
+		for _, l := range listeners {
+			l.Close()
+		}
+	}()
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("testenv: reserve a loopback port: %v", err)
+		}
+		listeners = append(listeners, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports
+}
+
+// process is a child process started by a helper, with its combined output
+// in a log file. Its one waiter goroutine lives until the process exits;
+// stop ends the process and waits for that goroutine.
+type process struct {
+	name    string
+	cmd     *exec.Cmd
+	logPath string
+	logFile *os.File
+
+	done    chan struct{} // closed once the process has exited
+	waitErr error         // valid after done is closed
+
+	stopOnce sync.Once
+}
+
+// startProcess starts cmd with its stdout and stderr in logPath and registers
+// a cleanup that kills it and, if the test failed, prints its log.
+func startProcess(t testing.TB, name string, cmd *exec.Cmd, logPath string) (*process, error) {
+	t.Helper()
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open log of %s: %w", name, err)
+	}
+	cmd.Stdout = logFile
+	cmd.Stderr = logFile
+	// A process group of its own lets stop kill anything the child spawned
+	// (zkCli.sh and friends are shell scripts that start a JVM).
+	cmd.SysProcAttr = childSysProcAttr()
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &process{name: name, cmd: cmd, logPath: logPath, logFile: logFile, done: make(chan struct{})}
+	go func() {
+		p.waitErr = cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.stop()
+		if t.Failed() {
+			t.Logf("testenv: log of %s (%s):\n%s", name, logPath, tail(p.log(), 200))
+		}
+	})
+	return p, nil
+}
+
+// exited reports whether the process has ended, and how.
+func (p *process) exited() (bool, error) {
+	select {
+	case <-p.done:
+		return true, p.waitErr
+	default:
+		return false, nil
+	}
+}
+
+// stop kills the process group and waits for the process to be reaped. It
+// is safe to call more than once.
+func (p *process) stop() {
+	p.stopOnce.Do(func() {
+		if done, _ := p.exited(); !done {
+			// Negative pid: the whole group this helper created, nothing else.
+			if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+				p.cmd.Process.Kill()
+			}
+		}
+		<-p.done
+		p.logFile.Close()
+	})
+}
+
+// log returns everything the process has written so far.
+func (p *process) log() string {
+	b, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return fmt.Sprintf("(cannot read log: %v)", err)
+	}
+	return string(b)
+}
+
+// tail returns the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) <= n {
+		return strings.Join(lines, "\n")
+	}
+	return fmt.Sprintf("... (%d lines omitted)\n%s", len(lines)-n, strings.Join(lines[len(lines)-n:], "\n"))
+}
+
+// commandContext is exec.CommandContext for short-lived client programs: the
+// child gets its own process group, and ctx ending kills that whole group,
+// not just the direct child. zkCli.sh, for one, is a shell script whose JVM
+// would otherwise outlive it.
+func commandContext(ctx context.Context, name string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.SysProcAttr = childSysProcAttr()
+	cmd.Cancel = func() error {
+		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	// Output pipes held open by a killed group's stragglers must not block Wait.
+	cmd.WaitDelay = 5 * time.Second
+	return cmd
+}
