@@ -1,0 +1,58 @@
+# Developer and CI entry points. CI runs .ci/run, which ends in `make test`.
+
+GO ?= go
+# TESTFLAGS is passed to go test, e.g. make test TESTFLAGS='-run Zab -v'.
+TESTFLAGS ?=
+# BENCHFLAGS is passed to go test in make bench, e.g. BENCHFLAGS=-benchmem.
+BENCHFLAGS ?=
+# FUZZTIME bounds each fuzz target in make fuzz.
+FUZZTIME ?= 15s
+
+.PHONY: all build run test bench fmt lint fuzz tools
+
+all: build
+
+build:
+	$(GO) build -o bin/janus .
+
+run:
+	$(GO) run .
+
+test:
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 25m $(TESTFLAGS) ./...
+
+bench:
+	$(GO) test -run '^$$' -bench . $(BENCHFLAGS) ./...
+
+fmt:
+	gofmt -l -w .
+
+lint:
+	$(GO) vet ./...
+	@unformatted="$$(gofmt -l .)"; \
+	if [ -n "$$unformatted" ]; then \
+		echo "files not gofmt-ed (run make fmt):"; echo "$$unformatted"; exit 1; \
+	fi
+
+# Every Fuzz function of every package runs for FUZZTIME; go test -fuzz
+# takes one target in one package at a time, hence the loops.
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+		targets="$$($(GO) test -list '^Fuzz' "$$pkg")" || exit 1; \
+		for target in $$(echo "$$targets" | grep '^Fuzz' || true); do \
+			echo "fuzz $$pkg $$target ($(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) "$$pkg"; \
+		done; \
+	done
+
+# The reference etcd server and etcdctl, at the versions go.mod's tool block
+# pins. Tests build them on demand too (internal/testenv); each binary is
+# built beside its final name and renamed, so a concurrent test never runs a
+# half-written file.
+tools:
+	@mkdir -p bin
+	$(GO) build -o bin/etcdctl.tmp go.etcd.io/etcd/etcdctl/v3
+	mv -f bin/etcdctl.tmp bin/etcdctl
+	$(GO) build -o bin/etcd.tmp go.etcd.io/etcd/server/v3
+	mv -f bin/etcd.tmp bin/etcd
