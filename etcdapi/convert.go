@@ -125,41 +125,55 @@ func compare(c *pb.Compare) core.Compare {
 	return cc
 }
 
-// txnResponse renders a core Txn result. hdr makes the header of each op's
-// response from the revision that op saw.
-func txnResponse(res *core.Result, hdr func(rev int64) *pb.ResponseHeader) *pb.TxnResponse {
+// txnResponse renders a core Txn result with the given header. As in etcd,
+// the header of each op's response carries only the revision that op saw.
+func txnResponse(res *core.Result, t *core.Txn, h *pb.ResponseHeader) *pb.TxnResponse {
+	branch := t.Success
+	if !res.Succeeded {
+		branch = t.Failure
+	}
 	resp := &pb.TxnResponse{
-		Header:    hdr(res.Rev),
+		Header:    h,
 		Succeeded: res.Succeeded,
 		Responses: make([]*pb.ResponseOp, 0, len(res.Ops)),
 	}
 	for i := range res.Ops {
-		resp.Responses = append(resp.Responses, responseOp(&res.Ops[i], hdr))
+		resp.Responses = append(resp.Responses, responseOp(&res.Ops[i], &branch[i]))
 	}
 	return resp
 }
 
-func responseOp(r *core.OpResult, hdr func(rev int64) *pb.ResponseHeader) *pb.ResponseOp {
+func responseOp(r *core.OpResult, op *core.TxnOp) *pb.ResponseOp {
 	switch r.Kind {
 	case core.OpRange:
-		return &pb.ResponseOp{Response: &pb.ResponseOp_ResponseRange{ResponseRange: rangeResponse(r, hdr(r.Rev))}}
+		return &pb.ResponseOp{Response: &pb.ResponseOp_ResponseRange{ResponseRange: rangeResponse(r, op.Range, revHeader(r.Rev))}}
 	case core.OpPut:
-		resp := &pb.PutResponse{Header: hdr(r.Rev)}
+		resp := &pb.PutResponse{Header: revHeader(r.Rev)}
 		if len(r.Prev) > 0 {
 			resp.PrevKv = keyValue(r.Prev[0])
 		}
 		return &pb.ResponseOp{Response: &pb.ResponseOp_ResponsePut{ResponsePut: resp}}
 	case core.OpDeleteRange:
-		resp := &pb.DeleteRangeResponse{Header: hdr(r.Rev), Deleted: r.Deleted, PrevKvs: keyValues(r.Prev)}
+		resp := &pb.DeleteRangeResponse{Header: revHeader(r.Rev), Deleted: r.Deleted, PrevKvs: keyValues(r.Prev)}
 		return &pb.ResponseOp{Response: &pb.ResponseOp_ResponseDeleteRange{ResponseDeleteRange: resp}}
 	case core.OpTxn:
-		return &pb.ResponseOp{Response: &pb.ResponseOp_ResponseTxn{ResponseTxn: txnResponse(r.Txn, hdr)}}
+		// etcd leaves a nested Txn's own header empty.
+		resp := txnResponse(r.Txn, op.Txn, &pb.ResponseHeader{})
+		return &pb.ResponseOp{Response: &pb.ResponseOp_ResponseTxn{ResponseTxn: resp}}
 	}
 	return &pb.ResponseOp{}
 }
 
-func rangeResponse(r *core.OpResult, h *pb.ResponseHeader) *pb.RangeResponse {
-	return &pb.RangeResponse{Header: h, Kvs: keyValues(r.Nodes), More: r.More, Count: r.Count}
+func rangeResponse(r *core.OpResult, opts *core.RangeOptions, h *pb.ResponseHeader) *pb.RangeResponse {
+	resp := &pb.RangeResponse{Header: h, Kvs: keyValues(r.Nodes), More: r.More, Count: r.Count}
+	if opts != nil && opts.KeysOnly && opts.SortTarget != core.SortByValue {
+		// etcd answers these from its key index alone, which knows no
+		// lease: the lease is left out along with the value.
+		for _, kv := range resp.Kvs {
+			kv.Lease = 0
+		}
+	}
+	return resp
 }
 
 // readOnly reports whether a Txn, nested ones included, only reads, so it
@@ -200,3 +214,5 @@ func serializableTxn(r *pb.TxnRequest) bool {
 	}
 	return true
 }
+
+func revHeader(rev int64) *pb.ResponseHeader { return &pb.ResponseHeader{Revision: rev} }

@@ -50,7 +50,7 @@ func (k *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResp
 	if err != nil {
 		return nil, grpcError(err)
 	}
-	return rangeResponse(&res, k.s.header(latest.Rev())), nil
+	return rangeResponse(&res, rangeOptions(r), k.s.header(latest.Rev())), nil
 }
 
 // RangeStream is answered Unimplemented, which makes clients (Kubernetes
@@ -123,7 +123,7 @@ func (k *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, 
 		if err != nil {
 			return nil, err
 		}
-		return txnResponse(res, k.s.headerFunc()), nil
+		return txnResponse(res, op.Txn, k.s.header(res.Rev)), nil
 	}
 	if err := k.checkSize(r); err != nil {
 		return nil, err
@@ -132,7 +132,7 @@ func (k *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, 
 	if err != nil {
 		return nil, err
 	}
-	return txnResponse(res, k.s.headerFunc()), nil
+	return txnResponse(res, op.Txn, k.s.header(res.Rev)), nil
 }
 
 // readTxn evaluates a Txn that writes nothing on a view instead of

@@ -102,8 +102,10 @@ type Server struct {
 	stopOnce sync.Once
 	lockSvc  *lockServer
 
-	mu    sync.Mutex
-	addrs []string // client URLs of the listeners served
+	mu       sync.Mutex
+	addrs    []string // client URLs of the listeners served
+	cached   core.Status
+	statusAt time.Time
 }
 
 // New returns a Server for b. It starts serving on listeners passed to
@@ -212,21 +214,34 @@ func (s *Server) Stop() {
 
 // header returns a response header at revision rev.
 func (s *Server) header(rev int64) *pb.ResponseHeader {
-	st := s.b.Status()
+	st := s.status()
 	return &pb.ResponseHeader{ClusterId: st.ClusterID, MemberId: st.MemberID, RaftTerm: st.Epoch, Revision: rev}
 }
 
-// headerFunc returns header bound to one Status call, for responses with
-// many headers.
-func (s *Server) headerFunc() func(int64) *pb.ResponseHeader {
-	st := s.b.Status()
-	return func(rev int64) *pb.ResponseHeader {
-		return &pb.ResponseHeader{ClusterId: st.ClusterID, MemberId: st.MemberID, RaftTerm: st.Epoch, Revision: rev}
+// statusMaxAge bounds how stale the term in a header may be. Backend
+// Status measures the store on disk, far too slow to call for every
+// response.
+const statusMaxAge = 50 * time.Millisecond
+
+// status returns a recent Status for headers: the identity and term.
+func (s *Server) status() core.Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if now := time.Now(); s.statusAt.IsZero() || now.Sub(s.statusAt) > statusMaxAge {
+		s.cached, s.statusAt = s.b.Status(), now
 	}
+	return s.cached
 }
 
 // currentRev is the store's latest applied revision.
-func (s *Server) currentRev() int64 { return s.b.Status().Rev }
+func (s *Server) currentRev() int64 {
+	v, err := s.b.Read(s.ctx, 0)
+	if err != nil {
+		return s.b.Status().Rev
+	}
+	defer v.Close()
+	return v.Rev()
+}
 
 // clientURLs are the URLs this member serves etcd clients on.
 func (s *Server) clientURLs() []string {

@@ -319,18 +319,18 @@ func (ws *watchStream) tickProgress() {
 
 // watcher is one watch of a stream. Its goroutine owns the subscription.
 type watcher struct {
-	ws                        *watchStream
-	id                        int64
-	key, end                  []byte
-	fromKey                   bool
-	prevKV, fragment          bool
-	noPut, noDelete           bool
-	progressNotify            bool
-	ctx                       context.Context
-	cancel                    context.CancelFunc
-	done                      chan struct{}
-	progress                  chan struct{}
-	sentEvents                bool // since the last progress tick; owned by run
+	ws               *watchStream
+	id               int64
+	key, end         []byte
+	fromKey          bool
+	prevKV, fragment bool
+	noPut, noDelete  bool
+	progressNotify   bool
+	ctx              context.Context
+	cancel           context.CancelFunc
+	done             chan struct{}
+	progress         chan struct{}
+	sentEvents       bool // since the last progress tick; owned by run
 
 	// Guarded by ws.mu.
 	sent  int64 // every event up to this revision is queued
@@ -394,6 +394,21 @@ func (w *watcher) run(sub *core.Subscription, err error) {
 // deliver queues the watcher's share of one revision's events.
 func (w *watcher) deliver(re core.RevEvents) bool {
 	var events []*mvccpb.Event
+	// etcd reads prev_kv at the revision before the event's, so a key
+	// written twice in one Txn gets the state from before the Txn both
+	// times, not the Txn's intermediate write.
+	var before map[string]*core.Node
+	if w.prevKV {
+		before = map[string]*core.Node{}
+		for _, ev := range re.Events {
+			if ev.Node == nil || ev.Implicit {
+				continue
+			}
+			if _, seen := before[string(ev.Node.Key)]; !seen {
+				before[string(ev.Node.Key)] = ev.Prev
+			}
+		}
+	}
 	for _, ev := range re.Events {
 		if ev.Implicit || ev.Node == nil || !w.matches(ev.Node.Key) {
 			continue
@@ -408,8 +423,9 @@ func (w *watcher) deliver(re core.RevEvents) bool {
 		} else if w.noPut {
 			continue
 		}
-		if w.prevKV && ev.Prev != nil && !ev.Prev.Implicit {
-			e.PrevKv = keyValue(ev.Prev)
+		create := e.Type == mvccpb.PUT && e.Kv.CreateRevision == e.Kv.ModRevision
+		if prev := before[string(ev.Node.Key)]; w.prevKV && !create && prev != nil && !prev.Implicit {
+			e.PrevKv = keyValue(prev)
 		}
 		events = append(events, e)
 	}

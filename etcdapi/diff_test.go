@@ -1,0 +1,566 @@
+package etcdapi_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/prototext"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/januskv/janus/internal/testenv"
+)
+
+var (
+	diffSeeds   = flag.Int("etcdapi.diff-seeds", 1, "number of seeds the differential test runs")
+	diffSeed    = flag.Uint64("etcdapi.diff-seed", 1, "first seed of the differential test")
+	diffVerbose = flag.Bool("etcdapi.diff-verbose", false, "log every operation of a failing differential run")
+	diffOps     = flag.Int("etcdapi.diff-ops", 2000, "operations per seed in the differential test")
+)
+
+// TestDifferentialAgainstEtcd applies one seeded random stream of
+// operations to a real etcd v3.7.3 and to Janus and requires the same
+// answers, field by field: header revisions, key-values, counts, more,
+// txn outcomes, errors by code and message, and the events one watcher
+// over every key sees. Member and cluster IDs differ by nature; lease IDs
+// are compared through the order in which the leases were granted.
+func TestDifferentialAgainstEtcd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("differential test runs a real etcd")
+	}
+	for s := range *diffSeeds {
+		seed := *diffSeed + uint64(s)
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			runDifferential(t, seed, *diffOps)
+		})
+	}
+}
+
+// side is one server under comparison, with its lease IDs by grant order.
+type side struct {
+	name   string
+	c      *clientv3.Client
+	leases []int64
+	watch  clientv3.WatchChan
+	events []*mvccpb.Event
+}
+
+func (s *side) leaseIndex(id int64) int64 {
+	if id == 0 {
+		return 0
+	}
+	if i := slices.Index(s.leases, id); i >= 0 {
+		return int64(i + 1)
+	}
+	return -id // unknown: keep it visible in a diff
+}
+
+// leaseID maps a generated lease reference (grant order, 1-based; or a
+// raw unknown ID when negative) to this side's ID.
+func (s *side) leaseID(ref int64) int64 {
+	if ref > 0 && int(ref) <= len(s.leases) {
+		return s.leases[ref-1]
+	}
+	return -ref
+}
+
+func runDifferential(t *testing.T, seed uint64, n int) {
+	ctx := testCtx(t)
+	ref := testenv.StartEtcd(t)
+	j := startJanus(t)
+	sides := []*side{
+		{name: "etcd", c: newClient(t, ref.Endpoints...)},
+		{name: "janus", c: j.Client},
+	}
+	for _, s := range sides {
+		s.watch = s.c.Watch(ctx, "", clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithRev(1))
+	}
+	pcg := rand.NewPCG(seed, seed^0xda3e39cb94b95bdb)
+	g := &opGen{pcg: pcg, rng: rand.New(pcg), rev: 1}
+	var history []string
+	for i := range n {
+		op := g.next()
+		var outs [2]string
+		for k, s := range sides {
+			outs[k] = op.run(ctx, s)
+		}
+		history = append(history, fmt.Sprintf("%d: %s -> %s", i, op.desc, outs[0]))
+		if outs[0] != outs[1] {
+			if *diffVerbose {
+				t.Log(strings.Join(history, "\n"))
+			}
+			t.Fatalf("op %d (seed %d): %s\netcd:  %s\njanus: %s", i, seed, op.desc, outs[0], outs[1])
+		}
+		g.observe(op, outs[0])
+	}
+	// Every event up to the last revision, in the same order.
+	final, err := sides[0].c.Get(ctx, "health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sides {
+		for len(s.events) == 0 || s.events[len(s.events)-1].Kv.ModRevision < final.Header.Revision {
+			wr, ok := <-s.watch
+			if !ok || wr.Err() != nil {
+				t.Fatalf("%s: watch ended: %v", s.name, wr.Err())
+			}
+			s.events = append(s.events, wr.Events...)
+			if final.Header.Revision == 1 {
+				break
+			}
+		}
+	}
+	a, b := eventsText(sides[0]), eventsText(sides[1])
+	if a != b {
+		t.Fatalf("watch events differ:\netcd:\n%s\njanus:\n%s", a, b)
+	}
+	t.Logf("seed %d: %d ops, final revision %d, %d events agree", seed, n, final.Header.Revision, len(sides[0].events))
+}
+
+func eventsText(s *side) string {
+	var b strings.Builder
+	for _, e := range s.events {
+		e = proto.Clone(e).(*mvccpb.Event)
+		normKV(s, e.Kv)
+		normKV(s, e.PrevKv)
+		b.WriteString(prototext.MarshalOptions{}.Format(e))
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+func normKV(s *side, kv *mvccpb.KeyValue) {
+	if kv != nil {
+		kv.Lease = s.leaseIndex(kv.Lease)
+	}
+}
+
+// normalize keeps what both servers must agree on.
+func normalize(s *side, m proto.Message) string {
+	m = proto.Clone(m)
+	var walk func(m proto.Message)
+	walk = func(m proto.Message) {
+		switch r := m.(type) {
+		case *pb.RangeResponse:
+			normHeader(r.Header)
+			for _, kv := range r.Kvs {
+				normKV(s, kv)
+			}
+		case *pb.PutResponse:
+			normHeader(r.Header)
+			normKV(s, r.PrevKv)
+		case *pb.DeleteRangeResponse:
+			normHeader(r.Header)
+			for _, kv := range r.PrevKvs {
+				normKV(s, kv)
+			}
+		case *pb.TxnResponse:
+			normHeader(r.Header)
+			for _, op := range r.Responses {
+				switch v := op.Response.(type) {
+				case *pb.ResponseOp_ResponseRange:
+					walk(v.ResponseRange)
+				case *pb.ResponseOp_ResponsePut:
+					walk(v.ResponsePut)
+				case *pb.ResponseOp_ResponseDeleteRange:
+					walk(v.ResponseDeleteRange)
+				case *pb.ResponseOp_ResponseTxn:
+					walk(v.ResponseTxn)
+				}
+			}
+		case *pb.CompactionResponse:
+			normHeader(r.Header)
+		case *pb.LeaseGrantResponse:
+			normHeader(r.Header)
+			r.ID = s.leaseIndex(r.ID)
+		case *pb.LeaseRevokeResponse:
+			normHeader(r.Header)
+		case *pb.LeaseTimeToLiveResponse:
+			normHeader(r.Header)
+			r.ID = s.leaseIndex(r.ID)
+			if r.TTL > 0 {
+				r.TTL = 1 // the remaining time is a clock reading
+			}
+		case *pb.LeaseLeasesResponse:
+			normHeader(r.Header)
+			for _, l := range r.Leases {
+				l.ID = s.leaseIndex(l.ID)
+			}
+			slices.SortFunc(r.Leases, func(a, b *pb.LeaseStatus) int { return int(a.ID - b.ID) })
+		}
+	}
+	walk(m)
+	return fmt.Sprintf("%T %s", m, prototext.MarshalOptions{}.Format(m))
+}
+
+func normHeader(h *pb.ResponseHeader) {
+	if h != nil {
+		h.ClusterId, h.MemberId, h.RaftTerm = 0, 0, 0
+	}
+}
+
+func errText(err error) string {
+	st, _ := status.FromError(err)
+	return fmt.Sprintf("error %s: %s", st.Code(), st.Message())
+}
+
+// diffOp is one generated operation, run the same way on either side.
+type diffOp struct {
+	desc string
+	run  func(ctx context.Context, s *side) string
+	// grant is set for lease grants, so the generator learns the lease.
+	grant bool
+	// compact is the revision a Compact asked for.
+	compact int64
+}
+
+// opGen draws operations over a small key space so they collide: puts
+// overwrite, deletes hit, compares both hold and fail, ranges see many
+// keys. ZooKeeper-style paths make the core build implicit parents, which
+// etcd clients must never see.
+type opGen struct {
+	pcg        *rand.PCG
+	rng        *rand.Rand // draws from pcg
+	rev        int64      // a guess at the current revision, from the last answer
+	compactRev int64
+	nLeases    int64
+}
+
+var diffKeys = []string{"a", "b", "c", "foo", "foo/bar", "foo/baz", "foo0", "zz", "/x", "/x/y", "/x/y/z", "/q/r", "health"}
+
+func (g *opGen) key() string { return diffKeys[g.rng.IntN(len(diffKeys))] }
+
+func (g *opGen) value() string {
+	const letters = "abcdefgh"
+	b := make([]byte, g.rng.IntN(6))
+	for i := range b {
+		b[i] = letters[g.rng.IntN(len(letters))]
+	}
+	return string(b)
+}
+
+// leaseRef picks a lease: usually one granted (maybe revoked since),
+// sometimes one that never existed.
+func (g *opGen) leaseRef() int64 {
+	if g.nLeases == 0 || g.rng.IntN(8) == 0 {
+		return -(1_000_000 + int64(g.rng.IntN(3)))
+	}
+	return 1 + g.rng.Int64N(g.nLeases)
+}
+
+// keyRange picks a single key, a prefix, a [key, end) range or from-key.
+func (g *opGen) keyRange() (string, []clientv3.OpOption, string) {
+	k := g.key()
+	switch g.rng.IntN(5) {
+	case 0:
+		p := k[:1+g.rng.IntN(len(k))]
+		return p, []clientv3.OpOption{clientv3.WithPrefix()}, "prefix " + p
+	case 1:
+		end := g.key()
+		return k, []clientv3.OpOption{clientv3.WithRange(end)}, fmt.Sprintf("range [%s,%s)", k, end)
+	case 2:
+		return k, []clientv3.OpOption{clientv3.WithFromKey()}, "from " + k
+	}
+	return k, nil, "key " + k
+}
+
+func (g *opGen) rangeOpts(inTxn bool) ([]clientv3.OpOption, string) {
+	var opts []clientv3.OpOption
+	var desc []string
+	if g.rng.IntN(3) == 0 {
+		l := int64(g.rng.IntN(4))
+		opts = append(opts, clientv3.WithLimit(l))
+		desc = append(desc, fmt.Sprint("limit=", l))
+	}
+	if g.rng.IntN(3) == 0 {
+		target := clientv3.SortTarget(g.rng.IntN(5))
+		order := clientv3.SortOrder(g.rng.IntN(3))
+		opts = append(opts, clientv3.WithSort(target, order))
+		desc = append(desc, fmt.Sprintf("sort=%v/%v", target, order))
+	}
+	if g.rng.IntN(8) == 0 {
+		opts = append(opts, clientv3.WithCountOnly())
+		desc = append(desc, "count-only")
+	}
+	if g.rng.IntN(8) == 0 {
+		opts = append(opts, clientv3.WithKeysOnly())
+		desc = append(desc, "keys-only")
+	}
+	if g.rng.IntN(5) == 0 {
+		opts = append(opts, clientv3.WithSerializable())
+		desc = append(desc, "serializable")
+	}
+	if g.rng.IntN(6) == 0 {
+		r := g.rng.Int64N(g.rev + 1)
+		switch g.rng.IntN(4) {
+		case 0:
+			opts = append(opts, clientv3.WithMinModRev(r))
+		case 1:
+			opts = append(opts, clientv3.WithMaxModRev(r))
+		case 2:
+			opts = append(opts, clientv3.WithMinCreateRev(r))
+		case 3:
+			opts = append(opts, clientv3.WithMaxCreateRev(r))
+		}
+		desc = append(desc, fmt.Sprint("revfilter ", r))
+	}
+	// Core reads a Txn's ranges at the Txn's own revision (see the
+	// report): old-revision reads are drawn outside Txns only.
+	if !inTxn && g.rng.IntN(5) == 0 {
+		r := max(g.compactRev-1, 1) + g.rng.Int64N(g.rev-g.compactRev+4)
+		opts = append(opts, clientv3.WithRev(r))
+		desc = append(desc, fmt.Sprint("rev=", r))
+	}
+	return opts, strings.Join(desc, " ")
+}
+
+func (g *opGen) getOp(inTxn bool) (clientv3.Op, string) {
+	k, kopts, kdesc := g.keyRange()
+	ropts, rdesc := g.rangeOpts(inTxn)
+	return clientv3.OpGet(k, append(kopts, ropts...)...), "get " + kdesc + " " + rdesc
+}
+
+func (g *opGen) putOp(leaseOf func(int64) int64) (clientv3.Op, string) {
+	k, v := g.key(), g.value()
+	var opts []clientv3.OpOption
+	desc := fmt.Sprintf("put %s=%q", k, v)
+	if g.rng.IntN(2) == 0 {
+		opts = append(opts, clientv3.WithPrevKV())
+		desc += " prev-kv"
+	}
+	switch g.rng.IntN(12) {
+	case 0, 1, 2:
+		ref := g.leaseRef()
+		opts = append(opts, clientv3.WithLease(clientv3.LeaseID(leaseOf(ref))))
+		desc += fmt.Sprint(" lease#", ref)
+	case 3:
+		opts = append(opts, clientv3.WithIgnoreValue())
+		desc += " ignore-value"
+		return clientv3.OpPut(k, "", opts...), desc
+	case 4:
+		opts = append(opts, clientv3.WithIgnoreLease())
+		desc += " ignore-lease"
+	}
+	return clientv3.OpPut(k, v, opts...), desc
+}
+
+func (g *opGen) deleteOp() (clientv3.Op, string) {
+	k, kopts, kdesc := g.keyRange()
+	if g.rng.IntN(2) == 0 {
+		kopts = append(kopts, clientv3.WithPrevKV())
+		kdesc += " prev-kv"
+	}
+	return clientv3.OpDelete(k, kopts...), "delete " + kdesc
+}
+
+func (g *opGen) compare() (clientv3.Cmp, string) {
+	k := g.key()
+	var c clientv3.Cmp
+	var what string
+	switch g.rng.IntN(5) {
+	case 0:
+		c, what = clientv3.Version(k), "version"
+	case 1:
+		c, what = clientv3.CreateRevision(k), "create"
+	case 2:
+		c, what = clientv3.ModRevision(k), "mod"
+	case 3:
+		c, what = clientv3.Value(k), "value"
+	case 4:
+		c, what = clientv3.LeaseValue(k), "lease"
+	}
+	rel := []string{"=", "!=", "<", ">"}[g.rng.IntN(4)]
+	var operand any
+	switch what {
+	case "value":
+		operand = g.value()
+	case "lease":
+		operand = int64(0) // lease IDs differ between the servers
+	case "version":
+		operand = g.rng.Int64N(4)
+	default:
+		operand = g.rng.Int64N(g.rev + 2)
+	}
+	cmp := clientv3.Compare(c, rel, operand)
+	desc := fmt.Sprintf("%s(%s) %s %v", what, k, rel, operand)
+	if g.rng.IntN(6) == 0 {
+		end := g.key()
+		cmp = cmp.WithRange(end)
+		desc += " over [" + k + "," + end + ")"
+	}
+	return cmp, desc
+}
+
+// txnOps draws a Txn branch. depth bounds nesting.
+func (g *opGen) txnOps(depth int, leaseOf func(int64) int64) ([]clientv3.Op, []string) {
+	var ops []clientv3.Op
+	var desc []string
+	for range g.rng.IntN(4) {
+		var op clientv3.Op
+		var d string
+		switch r := g.rng.IntN(10); {
+		case r < 4:
+			op, d = g.putOp(leaseOf)
+		case r < 7:
+			op, d = g.getOp(true)
+		case r < 9:
+			op, d = g.deleteOp()
+		default:
+			if depth == 0 {
+				continue
+			}
+			cmps, cdesc, then, tdesc, els, edesc := g.txnParts(depth-1, leaseOf)
+			op = clientv3.OpTxn(cmps, then, els)
+			d = fmt.Sprintf("txn{if %s then %s else %s}", cdesc, tdesc, edesc)
+		}
+		ops = append(ops, op)
+		desc = append(desc, d)
+	}
+	return ops, desc
+}
+
+func (g *opGen) txnParts(depth int, leaseOf func(int64) int64) ([]clientv3.Cmp, string, []clientv3.Op, string, []clientv3.Op, string) {
+	var cmps []clientv3.Cmp
+	var cdesc []string
+	for range g.rng.IntN(3) {
+		c, d := g.compare()
+		cmps = append(cmps, c)
+		cdesc = append(cdesc, d)
+	}
+	then, tdesc := g.txnOps(depth, leaseOf)
+	els, edesc := g.txnOps(depth, leaseOf)
+	return cmps, strings.Join(cdesc, " && "), then, strings.Join(tdesc, "; "), els, strings.Join(edesc, "; ")
+}
+
+// next draws one operation. Its random choices are made once, here, with
+// lease references that each side maps to its own IDs when it runs.
+func (g *opGen) next() *diffOp {
+	// Ops whose shape depends on lease IDs are drawn against a recording
+	// mapper, then rebuilt per side from the recorded references.
+	switch r := g.rng.IntN(100); {
+	case r < 30:
+		return g.leaseAware(func(leaseOf func(int64) int64) (clientv3.Op, string) { return g.putOp(leaseOf) })
+	case r < 55:
+		op, d := g.getOp(false)
+		return kvOp(d, op)
+	case r < 65:
+		op, d := g.deleteOp()
+		return kvOp(d, op)
+	case r < 85:
+		return g.leaseAware(func(leaseOf func(int64) int64) (clientv3.Op, string) {
+			cmps, cd, then, td, els, ed := g.txnParts(2, leaseOf)
+			return clientv3.OpTxn(cmps, then, els), fmt.Sprintf("txn{if %s then %s else %s}", cd, td, ed)
+		})
+	case r < 88:
+		rev := max(g.compactRev-1, 0) + g.rng.Int64N(max(g.rev-g.compactRev, 0)+3)
+		return &diffOp{desc: fmt.Sprint("compact ", rev), compact: rev, run: func(ctx context.Context, s *side) string {
+			resp, err := s.c.Compact(ctx, rev)
+			if err != nil {
+				return errText(err)
+			}
+			return normalize(s, (*pb.CompactionResponse)(resp))
+		}}
+	case r < 93:
+		ttl := 1000 + g.rng.Int64N(100)
+		return &diffOp{desc: fmt.Sprint("grant ttl=", ttl), grant: true, run: func(ctx context.Context, s *side) string {
+			resp, err := s.c.Grant(ctx, ttl)
+			if err != nil {
+				return errText(err)
+			}
+			s.leases = append(s.leases, int64(resp.ID))
+			return normalize(s, &pb.LeaseGrantResponse{Header: resp.ResponseHeader, ID: int64(resp.ID), TTL: resp.TTL, Error: resp.Error})
+		}}
+	case r < 96:
+		ref := g.leaseRef()
+		return &diffOp{desc: fmt.Sprint("revoke lease#", ref), run: func(ctx context.Context, s *side) string {
+			resp, err := s.c.Revoke(ctx, clientv3.LeaseID(s.leaseID(ref)))
+			if err != nil {
+				return errText(err)
+			}
+			return normalize(s, (*pb.LeaseRevokeResponse)(resp))
+		}}
+	case r < 98:
+		ref := g.leaseRef()
+		return &diffOp{desc: fmt.Sprint("time-to-live lease#", ref), run: func(ctx context.Context, s *side) string {
+			resp, err := s.c.TimeToLive(ctx, clientv3.LeaseID(s.leaseID(ref)), clientv3.WithAttachedKeys())
+			if err != nil {
+				return errText(err)
+			}
+			return normalize(s, &pb.LeaseTimeToLiveResponse{Header: resp.ResponseHeader, ID: int64(resp.ID), TTL: resp.TTL, GrantedTTL: resp.GrantedTTL, Keys: resp.Keys})
+		}}
+	default:
+		return &diffOp{desc: "leases", run: func(ctx context.Context, s *side) string {
+			resp, err := s.c.Leases(ctx)
+			if err != nil {
+				return errText(err)
+			}
+			out := &pb.LeaseLeasesResponse{Header: resp.ResponseHeader}
+			for _, l := range resp.Leases {
+				out.Leases = append(out.Leases, &pb.LeaseStatus{ID: int64(l.ID)})
+			}
+			return normalize(s, out)
+		}}
+	}
+}
+
+// leaseAware draws an op once with a recording lease mapper, then replays
+// the same random choices for each side so lease references resolve to
+// that side's IDs.
+func (g *opGen) leaseAware(draw func(leaseOf func(int64) int64) (clientv3.Op, string)) *diffOp {
+	state := *g.pcg // copy the generator state to replay the same draws
+	_, desc := draw(func(ref int64) int64 { return ref })
+	after := *g.pcg
+	return &diffOp{desc: desc, run: func(ctx context.Context, s *side) string {
+		*g.pcg = state
+		op, _ := draw(s.leaseID)
+		*g.pcg = after
+		return runKV(ctx, s, op)
+	}}
+}
+
+func kvOp(desc string, op clientv3.Op) *diffOp {
+	return &diffOp{desc: desc, run: func(ctx context.Context, s *side) string { return runKV(ctx, s, op) }}
+}
+
+func runKV(ctx context.Context, s *side, op clientv3.Op) string {
+	resp, err := s.c.Do(ctx, op)
+	if err != nil {
+		return errText(err)
+	}
+	switch {
+	case resp.Get() != nil:
+		return normalize(s, (*pb.RangeResponse)(resp.Get()))
+	case resp.Put() != nil:
+		return normalize(s, (*pb.PutResponse)(resp.Put()))
+	case resp.Del() != nil:
+		return normalize(s, (*pb.DeleteRangeResponse)(resp.Del()))
+	case resp.Txn() != nil:
+		return normalize(s, (*pb.TxnResponse)(resp.Txn()))
+	}
+	return "empty response"
+}
+
+// observe learns the revision and compaction point from an agreed answer.
+func (g *opGen) observe(op *diffOp, out string) {
+	if i := strings.Index(out, "revision:"); i >= 0 {
+		var rev int64
+		fmt.Sscan(out[i+len("revision:"):], &rev)
+		if rev > g.rev {
+			g.rev = rev
+		}
+	}
+	if op.grant && !strings.HasPrefix(out, "error") {
+		g.nLeases++
+	}
+	if op.compact != 0 && !strings.HasPrefix(out, "error") {
+		g.compactRev = op.compact
+	}
+}
