@@ -1,0 +1,108 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is everything the command line sets.
+type Config struct {
+	DataDir    string
+	EtcdListen string
+	ZKListen   string
+	HTTPListen string
+	ID         uint64
+	Peers      map[uint64]string
+	LogLevel   slog.Level
+
+	// etcd face
+	MaxRequestBytes     int
+	WatchProgressNotify time.Duration
+	// ZooKeeper face
+	TickTime          time.Duration
+	MinSessionTimeout time.Duration
+	MaxSessionTimeout time.Duration
+	FourLetterWords   string
+	ReaperInterval    time.Duration
+	MaxBuffer         int
+}
+
+// Addrs are the addresses a running node listens on.
+type Addrs struct {
+	Etcd, ZK, HTTP string
+}
+
+func parseFlags(args []string, stderr io.Writer) (Config, error) {
+	var cfg Config
+	fs := flag.NewFlagSet("janus", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&cfg.DataDir, "data-dir", "janus-data", "directory for the log and the state")
+	fs.StringVar(&cfg.EtcdListen, "etcd-listen", "127.0.0.1:2379", "address for etcd v3 gRPC clients")
+	fs.StringVar(&cfg.ZKListen, "zk-listen", "127.0.0.1:2181", "address for ZooKeeper clients")
+	fs.StringVar(&cfg.HTTPListen, "http-listen", "127.0.0.1:8080", "address for /health, the etcd JSON gateway (/v3/...), ZooKeeper admin commands (/commands/...) and /debug/pprof")
+	fs.Uint64Var(&cfg.ID, "id", 1, "this member's ID in the ensemble")
+	peers := fs.String("peers", "", "ensemble members as id=host:port,... (reserved: replication is not available yet)")
+	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	fs.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", 1536*1024, "largest etcd request accepted, in bytes")
+	fs.DurationVar(&cfg.WatchProgressNotify, "watch-progress-notify-interval", 10*time.Minute, "how often etcd watches with progress_notify get a progress notification")
+	fs.DurationVar(&cfg.TickTime, "tick-time", 2*time.Second, "ZooKeeper tickTime: session timeouts default to 2x..20x of it")
+	fs.DurationVar(&cfg.MinSessionTimeout, "min-session-timeout", 0, "smallest ZooKeeper session timeout granted (default 2x tick-time)")
+	fs.DurationVar(&cfg.MaxSessionTimeout, "max-session-timeout", 0, "largest ZooKeeper session timeout granted (default 20x tick-time)")
+	fs.StringVar(&cfg.FourLetterWords, "4lw-whitelist", "*", "four-letter words answered on the ZooKeeper port: * or a comma-separated list")
+	fs.DurationVar(&cfg.ReaperInterval, "reaper-interval", time.Second, "how often empty containers and expired TTL znodes are removed")
+	fs.IntVar(&cfg.MaxBuffer, "jute-maxbuffer", 0xfffff, "largest ZooKeeper packet accepted, in bytes")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("unexpected argument %q (flags start with --)", fs.Arg(0))
+	}
+	if err := cfg.LogLevel.UnmarshalText([]byte(*level)); err != nil {
+		return cfg, fmt.Errorf("--log-level: %w", err)
+	}
+	var err error
+	if cfg.Peers, err = parsePeers(*peers); err != nil {
+		return cfg, fmt.Errorf("--peers: %w", err)
+	}
+	if len(cfg.Peers) > 1 {
+		return cfg, errors.New("--peers: replication is not available yet; run a single member (leave --peers empty)")
+	}
+	if cfg.ID == 0 {
+		return cfg, errors.New("--id must be at least 1")
+	}
+	if cfg.MaxRequestBytes <= 0 || cfg.MaxBuffer <= 0 {
+		return cfg, errors.New("--max-request-bytes and --jute-maxbuffer must be positive")
+	}
+	if cfg.TickTime <= 0 {
+		return cfg, errors.New("--tick-time must be positive")
+	}
+	return cfg, nil
+}
+
+func parsePeers(s string) (map[uint64]string, error) {
+	peers := map[uint64]string{}
+	if s == "" {
+		return peers, nil
+	}
+	for _, part := range strings.Split(s, ",") {
+		idStr, addr, ok := strings.Cut(part, "=")
+		if !ok || addr == "" {
+			return nil, fmt.Errorf("%q is not id=host:port", part)
+		}
+		id, err := strconv.ParseUint(idStr, 10, 64)
+		if err != nil || id == 0 {
+			return nil, fmt.Errorf("%q: the id must be a positive number", part)
+		}
+		if _, dup := peers[id]; dup {
+			return nil, fmt.Errorf("id %d appears twice", id)
+		}
+		peers[id] = addr
+	}
+	return peers, nil
+}

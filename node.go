@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/januskv/janus/etcdapi"
+	"github.com/januskv/janus/server"
+	"github.com/januskv/janus/zkapi"
+)
+
+// node is one running server: a member and the listeners of both faces.
+type node struct {
+	log    *slog.Logger
+	member *server.Member
+	etcd   *etcdapi.Server
+	zk     *zkapi.Server
+	http   *http.Server
+	addrs  Addrs
+	served chan error
+}
+
+// listen opens a TCP listener with a one-line error a person can act on.
+func listen(what, addr string) (net.Listener, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("%s address %s is already in use (is another server running? choose another with --%s-listen)", what, addr, what)
+		}
+		return nil, fmt.Errorf("%s listener on %s: %w", what, addr, err)
+	}
+	return l, nil
+}
+
+func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
+	// Listen first: a port in use should fail before the data dir is touched.
+	var listeners []net.Listener
+	defer func() {
+		if err != nil {
+			for _, l := range listeners {
+				l.Close()
+			}
+		}
+	}()
+	var ls [3]net.Listener
+	for i, spec := range []struct{ what, addr string }{{"etcd", cfg.EtcdListen}, {"zk", cfg.ZKListen}, {"http", cfg.HTTPListen}} {
+		l, err := listen(spec.what, spec.addr)
+		if err != nil {
+			return nil, err
+		}
+		ls[i] = l
+		listeners = append(listeners, l)
+	}
+	addrs := Addrs{Etcd: ls[0].Addr().String(), ZK: ls[1].Addr().String(), HTTP: ls[2].Addr().String()}
+
+	member, err := server.OpenMember(server.MemberConfig{
+		DataDir: cfg.DataDir,
+		Logger:  logger,
+		ID:      cfg.ID,
+		EtcdURL: "http://" + addrs.Etcd,
+		ZKAddr:  addrs.ZK,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
+	}
+	n = &node{log: logger, member: member, addrs: addrs, served: make(chan error, 3)}
+	n.etcd = etcdapi.New(member, etcdapi.Config{
+		Logger:                 logger.With("face", "etcd"),
+		MaxRequestBytes:        cfg.MaxRequestBytes,
+		ProgressNotifyInterval: cfg.WatchProgressNotify,
+	})
+	n.zk = zkapi.New(member, zkapi.Config{
+		Logger:              logger.With("face", "zookeeper"),
+		TickTime:            cfg.TickTime,
+		MinSessionTimeout:   cfg.MinSessionTimeout,
+		MaxSessionTimeout:   cfg.MaxSessionTimeout,
+		FourLetterWhitelist: splitList(cfg.FourLetterWords),
+		ReaperInterval:      cfg.ReaperInterval,
+		MaxBuffer:           cfg.MaxBuffer,
+	})
+	mux := http.NewServeMux()
+	mux.HandleFunc("/health", n.health)
+	mux.Handle("/v3/", n.etcd.GatewayHandler())
+	mux.Handle("/commands/", n.zk.AdminHandler())
+	mux.Handle("/commands", n.zk.AdminHandler())
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	n.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+
+	go func() { n.served <- n.etcd.Serve(ls[0]) }()
+	go func() { n.served <- n.zk.Serve(ls[1]) }()
+	go func() {
+		err := n.http.Serve(ls[2])
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		n.served <- err
+	}()
+	return n, nil
+}
+
+func splitList(s string) []string {
+	if s == "" || s == "*" {
+		return nil
+	}
+	var out []string
+	for _, w := range strings.Split(s, ",") {
+		if w = strings.TrimSpace(w); w != "" {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// health answers like etcd's /health: a quick read of the local state.
+func (n *node) health(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	w.Header().Set("Content-Type", "application/json")
+	v, err := n.member.Read(ctx, 0)
+	if err != nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, `{"health":"false","reason":%q}`+"\n", err.Error())
+		return
+	}
+	v.Close()
+	fmt.Fprintln(w, `{"health":"true","reason":""}`)
+}
+
+// Close stops the listeners, then the member.
+func (n *node) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	n.etcd.Stop()
+	n.zk.Close()
+	errHTTP := n.http.Shutdown(ctx)
+	return errors.Join(errHTTP, n.member.Close())
+}
