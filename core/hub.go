@@ -34,7 +34,7 @@ type Hub struct {
 	bufSize int
 
 	mu     sync.Mutex
-	rev    int64 // last published revision
+	rev    int64                      // last published revision
 	all    map[*Subscription]struct{} // every running subscription
 	live   map[*Subscription]struct{} // the ones Publish delivers to
 	closed bool
