@@ -64,6 +64,9 @@ type applier struct {
 	changed   bool
 	events    []Event
 	compactTo int64
+	// branches holds the branch each Txn of the entry takes, decided
+	// before any op runs.
+	branches map[*Txn]bool
 }
 
 func (a *applier) seenRev() int64 {
@@ -74,10 +77,16 @@ func (a *applier) seenRev() int64 {
 }
 
 func (a *applier) txn(t *Txn) (*Result, error) {
-	ok, err := a.compares(t.Compares)
-	if err != nil {
-		return nil, err
+	if a.branches == nil {
+		// etcd decides the branch of every nested Txn from the state
+		// before the outer Txn runs any op: nested compares do not see
+		// the writes of the ops before them.
+		a.branches = map[*Txn]bool{}
+		if err := a.decide(t); err != nil {
+			return nil, err
+		}
 	}
+	ok := a.branches[t]
 	ops := t.Success
 	if !ok {
 		ops = t.Failure
@@ -149,6 +158,28 @@ func (a *applier) op(op *TxnOp, auth []ID) (OpResult, error, error) {
 		return OpResult{Kind: OpGet, Node: n, Dir: d}, nil, nil
 	}
 	return OpResult{}, errCode(CodeBadArguments, nil), nil
+}
+
+// decide evaluates the compares of t and of the nested Txns in the branch
+// that will run, recording each Txn's branch.
+func (a *applier) decide(t *Txn) error {
+	ok, err := a.compares(t.Compares)
+	if err != nil {
+		return err
+	}
+	a.branches[t] = ok
+	ops := t.Success
+	if !ok {
+		ops = t.Failure
+	}
+	for i := range ops {
+		if ops[i].Kind == OpTxn && ops[i].Txn != nil {
+			if err := a.decide(ops[i].Txn); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // compares evaluates etcd compares in order; all must hold.
