@@ -264,8 +264,9 @@ var errLogGap = errors.New("entries no longer in the log")
 
 // read calls fn with consecutive batches of at most batch entries holding
 // every entry in [from, to]. Entries at or below to must be on disk (the
-// caller knows they were synced). Each entry's Data is freshly allocated
-// and may be retained.
+// caller knows they were synced), and must not be trimmed meanwhile.
+// Entries' Data alias buffers read for this call alone, so fn may retain
+// them.
 func (w *wal) read(from, to uint64, batch int, fn func([]Entry) error) error {
 	if from > to {
 		return nil
