@@ -201,7 +201,9 @@ func (l *etcdLoad) Worker(i int) Worker {
 	case "range":
 		return func(ctx context.Context, _ int64) error { return getOne(ctx, c, randKey()) }
 	case "range-ser":
-		return func(ctx context.Context, _ int64) error { return getOne(ctx, c, randKey(), clientv3.WithSerializable()) }
+		return func(ctx context.Context, _ int64) error {
+			return getOne(ctx, c, randKey(), clientv3.WithSerializable())
+		}
 	case "txn":
 		return func(ctx context.Context, _ int64) error {
 			k := randKey()
