@@ -49,7 +49,6 @@ type side struct {
 	name   string
 	c      *clientv3.Client
 	leases []int64
-	watch  clientv3.WatchChan
 	events []*mvccpb.Event
 }
 
@@ -80,8 +79,39 @@ func runDifferential(t *testing.T, seed uint64, n int) {
 		{name: "etcd", c: newClient(t, ref.Endpoints...)},
 		{name: "janus", c: j.Client},
 	}
-	for _, s := range sides {
-		s.watch = s.c.Watch(ctx, "", clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithRev(1))
+	// Each side's watcher is drained as the run goes, as a real client
+	// would: etcd cancels a watcher left behind by a compaction. It
+	// starts at the next revision (everything, on these fresh stores):
+	// etcd syncs a watcher from the current revision only every 100ms,
+	// and cancels it if a compaction comes first.
+	drained := make([]chan []*mvccpb.Event, len(sides))
+	final := make(chan int64, len(sides))
+	for i, s := range sides {
+		w := s.c.Watch(ctx, "", clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithCreatedNotify())
+		if wr := <-w; !wr.Created {
+			t.Fatalf("%s: watch not created: %v", s.name, wr.Err())
+		}
+		drained[i] = make(chan []*mvccpb.Event, 1)
+		go func() {
+			var events []*mvccpb.Event
+			defer func() { drained[i] <- events }()
+			last := int64(-1)
+			for {
+				select {
+				case wr, ok := <-w:
+					if !ok || wr.Err() != nil {
+						t.Errorf("%s: watch ended: %v", s.name, wr.Err())
+						return
+					}
+					events = append(events, wr.Events...)
+				case last = <-final:
+					final <- last // for the other side
+				}
+				if last >= 0 && (len(events) == 0 && last == 1 || len(events) > 0 && events[len(events)-1].Kv.ModRevision >= last) {
+					return
+				}
+			}
+		}()
 	}
 	pcg := rand.NewPCG(seed, seed^0xda3e39cb94b95bdb)
 	g := &opGen{pcg: pcg, rng: rand.New(pcg), rev: 1}
@@ -102,27 +132,19 @@ func runDifferential(t *testing.T, seed uint64, n int) {
 		g.observe(op, outs[0])
 	}
 	// Every event up to the last revision, in the same order.
-	final, err := sides[0].c.Get(ctx, "health")
+	last, err := sides[0].c.Get(ctx, "health")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range sides {
-		for len(s.events) == 0 || s.events[len(s.events)-1].Kv.ModRevision < final.Header.Revision {
-			wr, ok := <-s.watch
-			if !ok || wr.Err() != nil {
-				t.Fatalf("%s: watch ended: %v", s.name, wr.Err())
-			}
-			s.events = append(s.events, wr.Events...)
-			if final.Header.Revision == 1 {
-				break
-			}
-		}
+	final <- last.Header.Revision
+	for i, s := range sides {
+		s.events = <-drained[i]
 	}
 	a, b := eventsText(sides[0]), eventsText(sides[1])
 	if a != b {
 		t.Fatalf("watch events differ:\netcd:\n%s\njanus:\n%s", a, b)
 	}
-	t.Logf("seed %d: %d ops, final revision %d, %d events agree", seed, n, final.Header.Revision, len(sides[0].events))
+	t.Logf("seed %d: %d ops, final revision %d, %d events agree", seed, n, last.Header.Revision, len(sides[0].events))
 }
 
 func eventsText(s *side) string {
@@ -468,7 +490,9 @@ func (g *opGen) next() *diffOp {
 			return clientv3.OpTxn(cmps, then, els), fmt.Sprintf("txn{if %s then %s else %s}", cd, td, ed)
 		})
 	case r < 88:
-		rev := max(g.compactRev-1, 0) + g.rng.Int64N(max(g.rev-g.compactRev, 0)+3)
+		// Never 0: etcd refuses a second compaction to 0, which Janus
+		// cannot tell from the first.
+		rev := max(g.compactRev-1, 1) + g.rng.Int64N(max(g.rev-g.compactRev, 0)+3)
 		return &diffOp{desc: fmt.Sprint("compact ", rev), compact: rev, run: func(ctx context.Context, s *side) string {
 			resp, err := s.c.Compact(ctx, rev)
 			if err != nil {
