@@ -62,9 +62,13 @@ func startEtcdOnce(t testing.TB) (*Etcd, error) {
 	cfg.ListenPeerUrls = []url.URL{peerURL}
 	cfg.AdvertisePeerUrls = []url.URL{peerURL}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	// The log goes to a file, printed only if the test fails: etcd logs
+	// errors on every normal Close ("mux: server closed"), which would
+	// otherwise bury the output of passing tests.
+	logPath := filepath.Join(t.TempDir(), "etcd.log")
 	cfg.Logger = "zap"
-	cfg.LogLevel = "error"
-	cfg.LogOutputs = []string{"stderr"}
+	cfg.LogLevel = "warn"
+	cfg.LogOutputs = []string{logPath}
 
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
@@ -76,12 +80,17 @@ func startEtcdOnce(t testing.TB) (*Etcd, error) {
 	case <-e.Server.ReadyNotify():
 	case err := <-e.Err():
 		e.Close()
-		return nil, fmt.Errorf("server failed before ready: %w", err)
+		return nil, fmt.Errorf("server failed before ready: %w; log:\n%s", err, readTail(logPath, 60))
 	case <-ctx.Done():
 		e.Close()
-		return nil, fmt.Errorf("not ready: %w", ctx.Err())
+		return nil, fmt.Errorf("not ready: %w; log:\n%s", ctx.Err(), readTail(logPath, 60))
 	}
-	t.Cleanup(e.Close)
+	t.Cleanup(func() {
+		e.Close()
+		if t.Failed() {
+			t.Logf("testenv: log of embedded etcd (%s):\n%s", logPath, readTail(logPath, 200))
+		}
+	})
 	return &Etcd{Endpoints: []string{clientURL.String()}, Server: e}, nil
 }
 

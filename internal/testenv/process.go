@@ -110,13 +110,18 @@ func (p *process) stop() {
 }
 
 // log returns everything the process has written so far.
-func (p *process) log() string {
-	b, err := os.ReadFile(p.logPath)
+func (p *process) log() string { return readLog(p.logPath) }
+
+func readLog(path string) string {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Sprintf("(cannot read log: %v)", err)
 	}
 	return string(b)
 }
+
+// readTail returns the last n lines of the log at path.
+func readTail(path string, n int) string { return tail(readLog(path), n) }
 
 // tail returns the last n lines of s.
 func tail(s string, n int) string {
