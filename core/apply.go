@@ -145,15 +145,9 @@ func (a *applier) op(op *TxnOp, auth []ID) (OpResult, error, error) {
 	case OpSetACL:
 		return a.setACL(op, auth)
 	case OpGet:
-		n, d, err := TreeNode(a.ov, op.Key)
-		if err != nil {
-			return OpResult{}, nil, err
-		}
-		if n == nil {
-			return OpResult{}, errCode(CodeNoNode, op.Key), nil
-		}
-		if !CheckACL(n.ACL, PermRead, auth) {
-			return OpResult{}, errCode(CodeNoAuth, op.Key), nil
+		n, d, refused, err := a.zkTarget(op.Key, PermRead, auth)
+		if err != nil || refused != nil {
+			return OpResult{}, refused, err
 		}
 		return OpResult{Kind: OpGet, Node: n, Dir: d}, nil, nil
 	}
@@ -459,6 +453,22 @@ func (a *applier) deleteRange(op *TxnOp) (OpResult, error, error) {
 	return r, nil, nil
 }
 
+// zkTarget finds what ZooKeeper sees at key and checks that auth may do perm
+// on it. A refusal (NoNode, NoAuth) is returned apart from a read failure.
+func (a *applier) zkTarget(key []byte, perm Perm, auth []ID) (*Node, *Dir, error, error) {
+	n, d, err := TreeNode(a.ov, key)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if n == nil {
+		return nil, nil, errCode(CodeNoNode, key), nil
+	}
+	if !CheckACL(n.ACL, perm, auth) {
+		return nil, nil, errCode(CodeNoAuth, key), nil
+	}
+	return n, d, nil, nil
+}
+
 // zkVersionOK reports whether a ZooKeeper expected version (-1: any) matches.
 func zkVersionOK(expected int32, actual int32) bool {
 	return expected == -1 || expected == actual
@@ -583,15 +593,9 @@ func (a *applier) zkDelete(op *TxnOp, auth []ID) (OpResult, error, error) {
 }
 
 func (a *applier) setData(op *TxnOp, auth []ID) (OpResult, error, error) {
-	n, d, err := TreeNode(a.ov, op.Key)
-	if err != nil {
-		return OpResult{}, nil, err
-	}
-	if n == nil {
-		return OpResult{}, errCode(CodeNoNode, op.Key), nil
-	}
-	if !CheckACL(n.ACL, PermWrite, auth) {
-		return OpResult{}, errCode(CodeNoAuth, op.Key), nil
+	n, d, refused, err := a.zkTarget(op.Key, PermWrite, auth)
+	if err != nil || refused != nil {
+		return OpResult{}, refused, err
 	}
 	if !zkVersionOK(op.ExpectedVersion, zkVersion(n)) {
 		return OpResult{}, errCode(CodeBadVersion, op.Key), nil
@@ -617,15 +621,9 @@ func (a *applier) setData(op *TxnOp, auth []ID) (OpResult, error, error) {
 }
 
 func (a *applier) check(op *TxnOp, auth []ID) (OpResult, error, error) {
-	n, d, err := TreeNode(a.ov, op.Key)
-	if err != nil {
-		return OpResult{}, nil, err
-	}
-	if n == nil {
-		return OpResult{}, errCode(CodeNoNode, op.Key), nil
-	}
-	if !CheckACL(n.ACL, PermRead, auth) {
-		return OpResult{}, errCode(CodeNoAuth, op.Key), nil
+	n, d, refused, err := a.zkTarget(op.Key, PermRead, auth)
+	if err != nil || refused != nil {
+		return OpResult{}, refused, err
 	}
 	if !zkVersionOK(op.ExpectedVersion, zkVersion(n)) {
 		return OpResult{}, errCode(CodeBadVersion, op.Key), nil
@@ -634,15 +632,9 @@ func (a *applier) check(op *TxnOp, auth []ID) (OpResult, error, error) {
 }
 
 func (a *applier) setACL(op *TxnOp, auth []ID) (OpResult, error, error) {
-	n, d, err := TreeNode(a.ov, op.Key)
-	if err != nil {
-		return OpResult{}, nil, err
-	}
-	if n == nil {
-		return OpResult{}, errCode(CodeNoNode, op.Key), nil
-	}
-	if !CheckACL(n.ACL, PermAdmin, auth) {
-		return OpResult{}, errCode(CodeNoAuth, op.Key), nil
+	n, d, refused, err := a.zkTarget(op.Key, PermAdmin, auth)
+	if err != nil || refused != nil {
+		return OpResult{}, refused, err
 	}
 	if op.ExpectedVersion != -1 && op.ExpectedVersion != n.Aversion {
 		return OpResult{}, errCode(CodeBadVersion, op.Key), nil
