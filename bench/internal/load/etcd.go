@@ -19,6 +19,7 @@ import (
 // is.
 var EtcdWorkloads = map[string]string{
 	"put":       "Put of a random key in the key space",
+	"put-seq":   "Put of key number seq: every key written once (loading)",
 	"range":     "linearizable Get of one random preloaded key",
 	"range-ser": "serializable Get of one random preloaded key",
 	"txn":       "Txn: if mod_revision(key) > -1 then put(key) else get(key)",
@@ -196,6 +197,11 @@ func (l *etcdLoad) Worker(i int) Worker {
 	case "put":
 		return func(ctx context.Context, _ int64) error {
 			_, err := c.Put(ctx, randKey(), val)
+			return err
+		}
+	case "put-seq":
+		return func(ctx context.Context, seq int64) error {
+			_, err := c.Put(ctx, l.key(seq), val)
 			return err
 		}
 	case "range":

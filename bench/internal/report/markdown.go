@@ -1,0 +1,148 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// Markdown writes the report as markdown; charts are the image files to
+// link, relative to the report.
+func (r *Report) Markdown(w io.Writer, charts []string) {
+	fmt.Fprintf(w, "# %s\n\n", r.Title)
+	fmt.Fprintf(w, "- started: %s\n", r.Started.UTC().Format(time.RFC3339))
+	fmt.Fprintf(w, "- machine: %s\n", r.Machine)
+	fmt.Fprintf(w, "- systems: %s, %d node(s) each\n", strings.Join(r.Systems, ", "), r.Nodes)
+	if len(r.Settings) > 0 {
+		fmt.Fprintf(w, "- settings: `%s`\n", strings.Join(r.Settings, " "))
+	}
+	if r.Command != "" {
+		fmt.Fprintf(w, "\nCommand:\n\n```\n%s\n```\n", r.Command)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "\n> %s\n", n)
+	}
+
+	if len(r.Workloads) > 0 {
+		fmt.Fprintf(w, "\n## Throughput and latency\n\n")
+		fmt.Fprintf(w, "Medians over the measured rounds (the warm-up round is not counted); errors are summed.\n\n")
+		fmt.Fprintf(w, "| workload | system | rounds | ops/s | p50 | p90 | p99 | p99.9 | max | errors |\n")
+		fmt.Fprintf(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+		for _, wl := range r.Workloads {
+			for _, s := range r.systemsFor(wl) {
+				m := Summarize(wl.Runs[s])
+				fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %d |\n",
+					wl.Name, s, m.Rounds, rate(m.Throughput), ms(m.P50), ms(m.P90), ms(m.P99), ms(m.P999), ms(m.Max), m.Errors)
+			}
+		}
+		r.watchTable(w)
+		r.ratioTable(w)
+	}
+
+	if len(r.Memory) > 0 {
+		fmt.Fprintf(w, "\n## Memory and disk\n\n")
+		fmt.Fprintf(w, "Each system freshly started, then loaded with distinct keys (etcd API for Janus and etcd, create for ZooKeeper); ")
+		fmt.Fprintf(w, "RSS is VmRSS of the server process(es); disk is what du counts in the data directories (preallocated log segments included).\n\n")
+		fmt.Fprintf(w, "| system | keys | value bytes | RSS | disk (du) | disk (apparent) | load time | note |\n")
+		fmt.Fprintf(w, "|---|--:|--:|--:|--:|--:|--:|---|\n")
+		for _, m := range r.Memory {
+			fmt.Fprintf(w, "| %s | %d | %d | %s | %s | %s | %s | %s |\n",
+				m.System, m.Keys, m.ValueSize, mib(m.RSS), mib(m.Disk), mib(m.Apparent), m.LoadTime.Round(100*time.Millisecond), m.Error)
+		}
+	}
+
+	if len(charts) > 0 {
+		fmt.Fprintf(w, "\n## Charts\n\n")
+		for _, c := range charts {
+			fmt.Fprintf(w, "![%s](%s)\n\n", strings.TrimSuffix(c, ".png"), c)
+		}
+	}
+}
+
+func (r *Report) watchTable(w io.Writer) {
+	header := false
+	for _, wl := range r.Workloads {
+		for _, s := range r.systemsFor(wl) {
+			m := Summarize(wl.Runs[s])
+			if !m.Events {
+				continue
+			}
+			if !header {
+				fmt.Fprintf(w, "\n### Watch delivery\n\n")
+				fmt.Fprintf(w, "| workload | system | events/s | delivered | delivery p99 |\n|---|---|--:|--:|--:|\n")
+				header = true
+			}
+			fmt.Fprintf(w, "| %s | %s | %s | %.2f%% | %s |\n", wl.Name, s, rate(m.EventRate), 100*m.EventsDelivered, ms(m.EventP99))
+		}
+	}
+}
+
+// ratioTable compares Janus with each other system on the workloads both
+// ran: throughput ratios above 1 and latency ratios below 1 favour Janus.
+func (r *Report) ratioTable(w io.Writer) {
+	const us = "janus"
+	var others []string
+	for _, s := range r.Systems {
+		if s != us {
+			others = append(others, s)
+		}
+	}
+	header := false
+	for _, wl := range r.Workloads {
+		mine, ok := wl.Runs[us]
+		if !ok || len(mine) == 0 {
+			continue
+		}
+		a := Summarize(mine)
+		for _, o := range others {
+			theirs, ok := wl.Runs[o]
+			if !ok || len(theirs) == 0 {
+				continue
+			}
+			b := Summarize(theirs)
+			if !header {
+				fmt.Fprintf(w, "\n### Ratios\n\n")
+				fmt.Fprintf(w, "Janus divided by the other system, from the medians above: throughput above 1.00 and latency below 1.00 favour Janus.\n\n")
+				fmt.Fprintf(w, "| workload | Janus / | ops/s | p50 | p99 | p99.9 |\n|---|---|--:|--:|--:|--:|\n")
+				header = true
+			}
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", wl.Name, o,
+				ratio(a.Throughput, b.Throughput), ratio(float64(a.P50), float64(b.P50)),
+				ratio(float64(a.P99), float64(b.P99)), ratio(float64(a.P999), float64(b.P999)))
+		}
+	}
+}
+
+func ratio(a, b float64) string {
+	if b == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2fx", a/b)
+}
+
+func rate(v float64) string {
+	if v >= 100 {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.1f", v)
+}
+
+// ms formats a latency in milliseconds with three significant digits.
+func ms(d time.Duration) string {
+	v := float64(d) / float64(time.Millisecond)
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.0f ms", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f ms", v)
+	}
+	return fmt.Sprintf("%.2f ms", v)
+}
+
+func mib(b int64) string {
+	if b == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
+}
