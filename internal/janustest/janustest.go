@@ -1,0 +1,153 @@
+// Package janustest starts an in-process Janus member with both protocol
+// faces on loopback ports, for tests in any package that need to drive one
+// Janus with clientv3 and go-zookeeper at once. It is never imported by the
+// server.
+//
+// The root package's tests start the whole binary (flags, HTTP mux); this
+// helper starts only what a cross-protocol or client-side test needs, so
+// packages below the root can use it without importing package main.
+package janustest
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/januskv/janus/etcdapi"
+	"github.com/januskv/janus/server"
+	"github.com/januskv/janus/zkapi"
+)
+
+// Janus is one running member with its etcd and ZooKeeper faces.
+type Janus struct {
+	// EtcdAddr and ZKAddr are the faces' loopback addresses (host:port).
+	EtcdAddr string
+	ZKAddr   string
+	Member   *server.Member
+	Etcd     *etcdapi.Server
+	ZK       *zkapi.Server
+}
+
+// Options tune the member and the faces. The zero value suits most tests.
+type Options struct {
+	// ZK configures the ZooKeeper face; its Logger defaults to the test's.
+	ZK zkapi.Config
+	// LeaseCheckInterval is how often the lessor looks for expired leases
+	// (default 20ms, so expiry tests do not wait on the check period).
+	LeaseCheckInterval time.Duration
+}
+
+// Logger returns a logger that discards, unless JANUS_TEST_LOG is set, in
+// which case it writes debug logs to stderr.
+func Logger() *slog.Logger {
+	if os.Getenv("JANUS_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// Start opens a member in t.TempDir and serves both faces until the test
+// ends; cleanup stops the faces, then closes the member.
+func Start(t testing.TB, opts Options) *Janus {
+	t.Helper()
+	if opts.LeaseCheckInterval == 0 {
+		opts.LeaseCheckInterval = 20 * time.Millisecond
+	}
+	log := Logger()
+	m, err := server.OpenMember(server.MemberConfig{DataDir: t.TempDir(), Logger: log, LeaseCheckInterval: opts.LeaseCheckInterval})
+	if err != nil {
+		t.Fatalf("janustest: open member: %v", err)
+	}
+	el, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		m.Close()
+		t.Fatalf("janustest: listen: %v", err)
+	}
+	zl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		el.Close()
+		m.Close()
+		t.Fatalf("janustest: listen: %v", err)
+	}
+	if opts.ZK.Logger == nil {
+		opts.ZK.Logger = log
+	}
+	j := &Janus{
+		EtcdAddr: el.Addr().String(),
+		ZKAddr:   zl.Addr().String(),
+		Member:   m,
+		Etcd:     etcdapi.New(m, etcdapi.Config{Logger: log}),
+		ZK:       zkapi.New(m, opts.ZK),
+	}
+	served := make(chan error, 2)
+	go func() { served <- j.Etcd.Serve(el) }()
+	go func() { served <- j.ZK.Serve(zl) }()
+	t.Cleanup(func() {
+		j.Etcd.Stop()
+		j.ZK.Close()
+		<-served
+		<-served
+		if err := m.Close(); err != nil {
+			t.Errorf("janustest: close member: %v", err)
+		}
+	})
+	return j
+}
+
+// EtcdClient returns a clientv3 client of j's etcd face, closed when the test ends.
+func (j *Janus) EtcdClient(t testing.TB) *clientv3.Client {
+	t.Helper()
+	return EtcdClient(t, j.EtcdAddr)
+}
+
+// EtcdClient returns a clientv3 client of endpoint, closed when the test ends.
+func EtcdClient(t testing.TB, endpoint string) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("janustest: etcd client: %v", err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(string, ...any) {}
+
+// ZKClient opens a go-zookeeper session with j's ZooKeeper face and waits
+// until it has a session. The connection is closed when the test ends.
+func (j *Janus) ZKClient(t testing.TB, timeout time.Duration) (*zk.Conn, <-chan zk.Event) {
+	t.Helper()
+	return ZKClient(t, j.ZKAddr, timeout)
+}
+
+// ZKClient opens a go-zookeeper session with addr and waits until it has a
+// session; the connection is closed when the test ends.
+func ZKClient(t testing.TB, addr string, timeout time.Duration) (*zk.Conn, <-chan zk.Event) {
+	t.Helper()
+	c, events, err := zk.Connect([]string{addr}, timeout, zk.WithLogger(quietLogger{}))
+	if err != nil {
+		t.Fatalf("janustest: zk connect: %v", err)
+	}
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		select {
+		case ev := <-events:
+			if ev.State == zk.StateHasSession {
+				return c, events
+			}
+		case <-ctx.Done():
+			t.Fatalf("janustest: no ZooKeeper session with %s", addr)
+		}
+	}
+}
