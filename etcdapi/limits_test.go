@@ -84,4 +84,3 @@ func TestRefusals(t *testing.T) {
 		})
 	}
 }
-
