@@ -2,12 +2,22 @@ package zkapi_test
 
 import (
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/januskv/janus/internal/testenv"
 	"github.com/januskv/janus/zkapi"
 )
+
+// target returns the address the client tests run against: Janus, or
+// with ZKAPI_REFERENCE=1 a real ZooKeeper, to check the tests themselves.
+func target(t *testing.T) string {
+	if os.Getenv("ZKAPI_REFERENCE") != "" {
+		return testenv.StartZooKeeper(t, testenv.ZKOptions{}).Addr
+	}
+	return startJanus(t, zkapi.Config{}).Addr
+}
 
 func TestKazooRecipes(t *testing.T) {
 	if testing.Short() {
@@ -17,8 +27,7 @@ func TestKazooRecipes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j := startJanus(t, zkapi.Config{})
-	out := testenv.RunPython(t, string(script), j.Addr)
+	out := testenv.RunPython(t, string(script), target(t))
 	for _, recipe := range []string{"Lock", "Election", "Barrier", "DoubleBarrier", "Counter", "Queue",
 		"LockingQueue", "Party", "Semaphore", "DataWatch", "ChildrenWatch"} {
 		if !strings.Contains(out, "ok "+recipe+"\n") {
@@ -26,3 +35,64 @@ func TestKazooRecipes(t *testing.T) {
 		}
 	}
 }
+
+func TestCuratorRecipes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs Curator")
+	}
+	out := testenv.RunJava(t, "testdata/CuratorRecipes.java", "CuratorRecipes", target(t))
+	for _, recipe := range []string{"InterProcessMutex", "container parents", "LeaderLatch", "CuratorCache", "PersistentWatcher"} {
+		if !strings.Contains(out, "ok "+recipe+"\n") {
+			t.Errorf("Curator %s did not pass; output:\n%s", recipe, out)
+		}
+	}
+}
+
+// TestZkCli runs the same zkCli.sh commands against a real ZooKeeper and
+// against Janus and compares what the CLI prints.
+func TestZkCli(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs zkCli.sh")
+	}
+	cmds := []string{
+		"create /cli hello",
+		"get /cli",
+		"set /cli world",
+		"get /cli",
+		"create -e /cli/eph x",
+		"ls /cli",
+		"create /cli/eph/child x",
+		"create -s /cli/seq- x",
+		"delete /cli",
+		"get /missing",
+		"setAcl /cli auth:bob:secret:cdrwa",
+		"setAcl /cli digest:bob:abc:r",
+		"getAcl /cli",
+		"set /cli x",
+		"create -c /cont x",
+		"create -t 1000 /ttl x",
+		"stat /cli",
+		"ls -R /cli",
+		"getAllChildrenNumber /cli",
+		"deleteall /missing",
+		"delete /zookeeper",
+	}
+	ref := testenv.StartZooKeeper(t, testenv.ZKOptions{})
+	want := testenv.ZkCli(t, ref.Addr, cmds...)
+	got := testenv.ZkCli(t, startJanus(t, zkapi.Config{}).Addr, cmds...)
+	wantLines, gotLines := strings.Split(want, "\n"), strings.Split(got, "\n")
+	if len(wantLines) != len(gotLines) {
+		t.Fatalf("zkCli output:\n%s\nZooKeeper printed:\n%s", got, want)
+	}
+	for i := range wantLines {
+		// stat prints zxids and times, which differ by design.
+		if zxidOrTime.MatchString(wantLines[i]) && zxidOrTime.MatchString(gotLines[i]) {
+			continue
+		}
+		if wantLines[i] != gotLines[i] {
+			t.Errorf("line %d: janus %q, zookeeper %q", i, gotLines[i], wantLines[i])
+		}
+	}
+}
+
+var zxidOrTime = regexp.MustCompile(`^(cZxid|mZxid|pZxid|ctime|mtime|ephemeralOwner) = `)

@@ -3,6 +3,7 @@ package zkapi
 import (
 	"bytes"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/januskv/janus/core"
@@ -56,6 +57,9 @@ func (c *conn) serve(frame []byte) bool {
 		return false
 	}
 	r := c.handle(hdr.Type, rec)
+	if c.log.Enabled(c.ctx, slog.LevelDebug) {
+		c.log.Debug("request", "xid", hdr.Xid, "op", hdr.Type, "req", rec, "err", r.code, "zxid", r.zxid)
+	}
 	if r.fail != nil {
 		if c.ctx.Err() == nil {
 			c.log.Warn("closing connection: request failed", "op", hdr.Type, "err", r.fail)

@@ -1,0 +1,157 @@
+// CuratorRecipes drives Curator 5's recipes against a server and prints one
+// "ok <recipe>" line for each that kept its guarantee; any failure throws.
+// Usage: CuratorRecipes host:port
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import org.apache.curator.framework.CuratorFramework;
+import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.cache.CuratorCache;
+import org.apache.curator.framework.recipes.cache.CuratorCacheListener;
+import org.apache.curator.framework.recipes.leader.LeaderLatch;
+import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.recipes.watch.PersistentWatcher;
+import org.apache.curator.retry.ExponentialBackoffRetry;
+import org.apache.zookeeper.WatchedEvent;
+import org.apache.zookeeper.Watcher;
+
+public class CuratorRecipes {
+    static final int WAIT = 60;
+
+    static CuratorFramework client(String connect) throws Exception {
+        CuratorFramework c = CuratorFrameworkFactory.newClient(connect, 15000, 15000, new ExponentialBackoffRetry(100, 5));
+        c.start();
+        if (!c.blockUntilConnected(WAIT, TimeUnit.SECONDS)) {
+            throw new IllegalStateException("not connected to " + connect);
+        }
+        return c;
+    }
+
+    static void check(boolean ok, String what) {
+        if (!ok) {
+            throw new IllegalStateException(what);
+        }
+    }
+
+    public static void main(String[] args) throws Exception {
+        String connect = args[0];
+        List<CuratorFramework> clients = new ArrayList<>();
+        for (int i = 0; i < 3; i++) {
+            clients.add(client(connect));
+        }
+        CuratorFramework zk = clients.get(0);
+
+        // InterProcessMutex under contention.
+        AtomicInteger inside = new AtomicInteger();
+        AtomicInteger maxInside = new AtomicInteger();
+        AtomicInteger total = new AtomicInteger();
+        List<Thread> threads = new ArrayList<>();
+        for (CuratorFramework c : clients) {
+            Thread t = new Thread(() -> {
+                InterProcessMutex m = new InterProcessMutex(c, "/curator/lock");
+                try {
+                    for (int i = 0; i < 10; i++) {
+                        check(m.acquire(WAIT, TimeUnit.SECONDS), "lock not acquired");
+                        int n = inside.incrementAndGet();
+                        maxInside.accumulateAndGet(n, Math::max);
+                        Thread.sleep(1);
+                        inside.decrementAndGet();
+                        total.incrementAndGet();
+                        m.release();
+                    }
+                } catch (Exception e) {
+                    throw new RuntimeException(e);
+                }
+            });
+            threads.add(t);
+            t.start();
+        }
+        for (Thread t : threads) {
+            t.join();
+        }
+        check(maxInside.get() == 1 && total.get() == 30, "mutex: max inside " + maxInside + ", total " + total);
+        System.out.println("ok InterProcessMutex");
+
+        // The lock's parent is a container: the reaper removes it once empty.
+        long deadline = System.currentTimeMillis() + WAIT * 1000L;
+        while (zk.checkExists().forPath("/curator/lock") != null && System.currentTimeMillis() < deadline) {
+            Thread.sleep(100);
+        }
+        check(zk.checkExists().forPath("/curator/lock") == null, "empty container parent not reaped");
+        System.out.println("ok container parents");
+
+        // LeaderLatch: one leader; closing it elects the other.
+        LeaderLatch a = new LeaderLatch(clients.get(1), "/curator/leader", "a");
+        LeaderLatch b = new LeaderLatch(clients.get(2), "/curator/leader", "b");
+        a.start();
+        check(a.await(WAIT, TimeUnit.SECONDS), "a never led");
+        b.start();
+        check(!b.hasLeadership(), "two leaders");
+        a.close();
+        check(b.await(WAIT, TimeUnit.SECONDS), "b never took over");
+        b.close();
+        System.out.println("ok LeaderLatch");
+
+        // CuratorCache sees another client's create, change and delete (a
+        // change may be folded into the create when the cache reads late).
+        BlockingQueue<String> seen = new LinkedBlockingQueue<>();
+        zk.create().forPath("/curator/cache");
+        try (CuratorCache cache = CuratorCache.build(zk, "/curator/cache")) {
+            CountDownLatch primed = new CountDownLatch(1);
+            cache.listenable().addListener(CuratorCacheListener.builder()
+                .forCreates(n -> seen.add("create " + n.getPath()))
+                .forChanges((o, n) -> seen.add("change " + n.getPath() + " " + new String(n.getData())))
+                .forDeletes(n -> seen.add("delete " + n.getPath()))
+                .forInitialized(primed::countDown)
+                .build());
+            cache.start();
+            check(primed.await(WAIT, TimeUnit.SECONDS), "cache not initialized");
+            CuratorFramework other = clients.get(1);
+            other.create().forPath("/curator/cache/x", "1".getBytes());
+            other.setData().forPath("/curator/cache/x", "2".getBytes());
+            other.delete().forPath("/curator/cache/x");
+            List<String> got = new ArrayList<>();
+            while (!got.contains("delete /curator/cache/x")) {
+                String s = seen.poll(WAIT, TimeUnit.SECONDS);
+                check(s != null, "cache saw only " + got);
+                if (s.startsWith("create /curator/cache/") || s.startsWith("change /curator/cache/") || s.startsWith("delete /curator/cache/")) {
+                    got.add(s);
+                }
+            }
+            check(got.get(0).equals("create /curator/cache/x"), "cache saw " + got);
+        }
+        System.out.println("ok CuratorCache");
+
+        // PersistentWatcher (addWatch, recursive) keeps firing.
+        BlockingQueue<WatchedEvent> events = new LinkedBlockingQueue<>();
+        zk.create().forPath("/curator/pw");
+        try (PersistentWatcher pw = new PersistentWatcher(zk, "/curator/pw", true)) {
+            pw.getListenable().addListener(events::add);
+            pw.start();
+            Thread.sleep(200);
+            CuratorFramework other = clients.get(2);
+            other.create().forPath("/curator/pw/a");
+            other.setData().forPath("/curator/pw/a", "x".getBytes());
+            other.delete().forPath("/curator/pw/a");
+            List<String> got = new ArrayList<>();
+            while (got.size() < 3) {
+                WatchedEvent ev = events.poll(WAIT, TimeUnit.SECONDS);
+                check(ev != null, "persistent watcher saw only " + got);
+                if (ev.getType() != Watcher.Event.EventType.None) {
+                    got.add(ev.getType() + " " + ev.getPath());
+                }
+            }
+            check(got.equals(List.of("NodeCreated /curator/pw/a", "NodeDataChanged /curator/pw/a", "NodeDeleted /curator/pw/a")), "persistent watcher saw " + got);
+        }
+        System.out.println("ok PersistentWatcher");
+
+        for (CuratorFramework c : clients) {
+            c.close();
+        }
+    }
+}
