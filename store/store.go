@@ -7,6 +7,7 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
 
@@ -60,6 +61,11 @@ type Store struct {
 	// and before recording the applied index, as a crash there would. Only
 	// tests set it.
 	crashBeforeApplied bool
+
+	// sizeMu guards the cached size on disk and when it was measured.
+	sizeMu sync.Mutex
+	size   int64
+	sizeAt time.Time
 }
 
 // published is one consistent point for readers.
@@ -277,11 +283,30 @@ type Status struct {
 // Status returns the store's size and position.
 func (s *Store) Status() (Status, error) {
 	st := s.state.Load()
-	size, err := dirSize(s.db.Opts().Dir)
+	size, err := s.diskSize()
 	if err != nil {
-		return Status{}, fmt.Errorf("store: measure size: %w", err)
+		return Status{}, fmt.Errorf("store: size on disk: %w", err)
 	}
 	return Status{DBSize: size, Rev: st.rev, CompactRev: st.compactRev, AppliedIndex: st.applied}, nil
+}
+
+// diskSizeMaxAge bounds how stale a reported size may be. Walking the
+// directory on every call would make frequent status calls (etcd response
+// headers, metrics) cost a directory walk each.
+const diskSizeMaxAge = time.Second
+
+func (s *Store) diskSize() (int64, error) {
+	s.sizeMu.Lock()
+	defer s.sizeMu.Unlock()
+	if !s.sizeAt.IsZero() && time.Since(s.sizeAt) < diskSizeMaxAge {
+		return s.size, nil
+	}
+	size, err := dirSize(s.db.Opts().Dir)
+	if err != nil {
+		return 0, err
+	}
+	s.size, s.sizeAt = size, time.Now()
+	return size, nil
 }
 
 // Sync makes everything applied so far durable in Badger and returns the
