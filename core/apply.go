@@ -322,20 +322,22 @@ func (a *applier) writeNode(prev, n *Node) error {
 			a.ov.putLeaseKey(n.Lease, n.Key, true)
 		}
 	}
+	wasImplicit := false
 	if prev == nil && IsTreePath(n.Key) && string(n.Key) != RootPath {
 		// An implicit node becoming a stored one is already in the tree.
 		d, err := a.ov.Dir(n.Key)
 		if err != nil {
 			return err
 		}
-		if d == nil || d.NumChildren == 0 {
+		wasImplicit = d != nil && d.NumChildren > 0
+		if !wasImplicit {
 			if err := a.treeAdd(n.Key); err != nil {
 				return err
 			}
 		}
 	}
 	a.ov.putNode(n.Key, n)
-	a.events = append(a.events, Event{Type: EventPut, Node: n, Prev: prev})
+	a.events = append(a.events, Event{Type: EventPut, Node: n, Prev: prev, WasImplicit: wasImplicit})
 	return nil
 }
 
@@ -486,10 +488,16 @@ func (a *applier) create(op *TxnOp, auth []ID) (OpResult, error, error) {
 	if opts == nil {
 		opts = &CreateOptions{}
 	}
-	if !IsTreePath(op.Key) {
+	// A sequential create may name a directory ("/q/"): what must be a
+	// valid path is the name with its suffix.
+	checked := op.Key
+	if opts.Sequential {
+		checked = append(bytes.Clone(op.Key), "0000000000"...)
+	}
+	if !IsTreePath(checked) {
 		return OpResult{}, errCode(CodeBadArguments, op.Key), nil
 	}
-	parentPath, ok := ParentPath(op.Key)
+	parentPath, ok := ParentPath(checked)
 	if !ok {
 		return OpResult{}, errCode(CodeNodeExists, op.Key), nil
 	}

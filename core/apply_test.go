@@ -403,3 +403,27 @@ func fmtList(s []string) string {
 	}
 	return out + "]"
 }
+
+func TestPutOverImplicitParentIsMarked(t *testing.T) {
+	h := newHarness(t)
+	h.txn(put("/a/b", "v"))
+	_, b := h.apply(core.Op{Txn: &core.Txn{Success: []core.TxnOp{put("/a", "now stored")}}})
+	if len(b.Events) != 1 || !b.Events[0].WasImplicit || b.Events[0].Prev != nil {
+		t.Fatalf("events %+v: want one put with no Prev marked WasImplicit", b.Events)
+	}
+	_, b = h.apply(core.Op{Txn: &core.Txn{Success: []core.TxnOp{put("/c", "new")}}})
+	if b.Events[0].WasImplicit {
+		t.Fatal("a brand-new key is marked WasImplicit")
+	}
+}
+
+func TestSequentialCreateOfADirectoryPath(t *testing.T) {
+	h := newHarness(t)
+	h.zk(create("/q", ""))
+	op := create("/q/", "")
+	op.Create.Sequential = true
+	res := h.zk(op)
+	if res.Err != nil || string(res.Ops[0].Path) != "/q/0000000000" {
+		t.Fatalf("create -s /q/: %+v", res)
+	}
+}

@@ -19,6 +19,10 @@ type Event struct {
 	// Implicit events are seen only by ZooKeeper clients: an implicit
 	// parent appeared (put) or vanished (delete).
 	Implicit bool
+	// WasImplicit marks a put that turned an implicit parent into a stored
+	// node: etcd sees a create (no Prev), ZooKeeper a data change of a node
+	// it already saw.
+	WasImplicit bool
 }
 
 // NodeWrite sets (Node != nil) or deletes (Node == nil) a stored node.

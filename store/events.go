@@ -33,10 +33,11 @@ const eventFormatV1 = 1
 
 // Event flags.
 const (
-	evDelete     = 1 << 0
-	evImplicit   = 1 << 1
-	evNodeInline = 1 << 2
-	evPrevInline = 1 << 3
+	evDelete      = 1 << 0
+	evImplicit    = 1 << 1
+	evNodeInline  = 1 << 2
+	evPrevInline  = 1 << 3
+	evWasImplicit = 1 << 4
 )
 
 // Inline node flags.
@@ -78,6 +79,9 @@ func (r *eventRecorder) record(b *core.Batch) ([]byte, error) {
 		var flags byte
 		if ev.Type == core.EventDelete {
 			flags |= evDelete
+		}
+		if ev.WasImplicit {
+			flags |= evWasImplicit
 		}
 		nodeOK, prevOK := false, false
 		if ev.Implicit {
@@ -280,7 +284,7 @@ func replayRevision(rev int64, rec []byte, nodeAt func(ts uint64, key []byte) (*
 		if d.err != nil {
 			break
 		}
-		ev := core.Event{Type: core.EventPut, Implicit: flags&evImplicit != 0}
+		ev := core.Event{Type: core.EventPut, Implicit: flags&evImplicit != 0, WasImplicit: flags&evWasImplicit != 0}
 		if flags&evDelete != 0 {
 			ev.Type = core.EventDelete
 		}

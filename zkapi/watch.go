@@ -299,7 +299,7 @@ func zkEvents(evs []core.Event) []zkEvent {
 				continue // reported with the delete, as a data change
 			}
 			out = append(out, zkEvent{jute.EventNodeCreated, path})
-		case ev.Type == core.EventPut && ev.Prev == nil:
+		case ev.Type == core.EventPut && ev.Prev == nil && !ev.WasImplicit:
 			out = append(out, zkEvent{jute.EventNodeCreated, path})
 		case ev.Type == core.EventPut:
 			out = append(out, zkEvent{jute.EventNodeDataChanged, path})
