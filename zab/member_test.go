@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -262,12 +263,19 @@ func TestCloseFailsPendingProposals(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() { propose("first") })
 	<-sm.entered // the applier is now stuck in Apply
-	for i := range 40 {
+	// "second" waits in the pipeline; the writer writes "third" and blocks
+	// handing it over, so everything after stays queued, unwritten.
+	for i, data := range []string{"second", "third"} {
+		wg.Go(func() { propose(data) })
+		for m.Status().CommittedIndex < uint64(i+2) {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	const queued = 40
+	for i := range queued {
 		wg.Go(func() { propose(fmt.Sprint("queued ", i)) })
 	}
-	// The writer hands over at most two more groups before it blocks on the
-	// stuck applier, so proposals pile up in the queue.
-	for len(m.proposals) == 0 {
+	for len(m.proposals) < queued {
 		time.Sleep(time.Millisecond)
 	}
 	closed := make(chan error)
@@ -292,8 +300,12 @@ func TestCloseFailsPendingProposals(t *testing.T) {
 			t.Errorf("proposal %q: %v", o.data, o.err)
 		}
 	}
-	if stopped == 0 {
-		t.Error("no pending proposal failed with ErrStopped")
+	slices.Sort(acked)
+	if want := []string{"first", "second", "third"}; !slices.Equal(acked, want) {
+		t.Errorf("acknowledged %q, want %q", acked, want)
+	}
+	if stopped != queued {
+		t.Errorf("%d proposals failed with ErrStopped, want the %d queued ones", stopped, queued)
 	}
 	if _, err := m.Propose(context.Background(), []byte("late")); !errors.Is(err, ErrStopped) {
 		t.Errorf("Propose after Close: %v, want ErrStopped", err)
