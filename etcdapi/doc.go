@@ -6,5 +6,22 @@
 // Every request is validated here, with etcd's own gRPC codes and messages
 // (clientv3 matches errors by them), then translated into one core.Op or a
 // read on a core.View. The package never reaches the store: it knows the
-// member only through core.Backend.
+// member only through core.Backend, and through optional interfaces a
+// backend may add (a snapshotter for Maintenance.Snapshot).
+//
+// Where Janus differs from etcd v3.7.3:
+//
+//   - Maintenance.Snapshot streams Janus's own snapshot format, framed as
+//     etcd frames a bbolt file (padded to 512 bytes, then a sha256 of the
+//     content), so `etcdctl snapshot save` accepts and verifies it. Janus's
+//     store restores it (store.RestoreSnapshot); etcdutl cannot, and the
+//     response's storage version is empty to say so.
+//   - KV.RangeStream answers Unimplemented; clients that try it (the
+//     Kubernetes API server) fall back to Range.
+//   - A Range with a revision inside a Txn reads the Txn's own view, not
+//     the revision asked for: the core evaluates a Txn on one state.
+//   - Hash and HashKV digest Janus's keyspace, not etcd's bbolt pages:
+//     replicas of Janus agree with each other, not with etcd.
+//   - Defragment is accepted and does nothing; MoveLeader and membership
+//     changes wait for replication.
 package etcdapi

@@ -8,7 +8,6 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -137,12 +136,6 @@ func hashKV(v core.View) (uint32, error) {
 		return 0, fmt.Errorf("etcdapi: hash keyspace: %w", err)
 	}
 	return h.Sum32(), nil
-}
-
-// Snapshot needs a consistent copy of the store in a form etcdctl accepts
-// (a bbolt file); the backend offers none yet.
-func (m *maintenanceServer) Snapshot(*pb.SnapshotRequest, grpc.ServerStreamingServer[pb.SnapshotResponse]) error {
-	return status.Error(codes.Unimplemented, "janus: snapshot is not supported yet")
 }
 
 // MoveLeader succeeds only as a no-op: leadership transfer needs
