@@ -99,10 +99,11 @@ func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 
 func compare(ctx context.Context, c compareConfig, logger *slog.Logger) (*report.Report, error) {
 	rep := &report.Report{
-		Title:   fmt.Sprintf("Janus compared, %d node(s)", c.nodes),
-		Started: time.Now(),
-		Machine: machine(),
-		Nodes:   c.nodes,
+		Title:    fmt.Sprintf("Janus compared, %d node(s)", c.nodes),
+		Started:  time.Now(),
+		Machine:  machine(),
+		Revision: revision(ctx),
+		Nodes:    c.nodes,
 		Settings: []string{
 			fmt.Sprintf("--clients=%d", c.opts.Clients), fmt.Sprintf("--conns=%d", c.opts.Conns),
 			fmt.Sprintf("--key-size=%d", c.opts.KeySize), fmt.Sprintf("--value-size=%d", c.opts.ValueSize),
@@ -388,4 +389,14 @@ func contains(list []string, s string) bool {
 func firstLine(err error) string {
 	s, _, _ := strings.Cut(err.Error(), "\n")
 	return s
+}
+
+// revision names the source tree measured: the commit, and "+dirty" when
+// the work tree differs from it (the Janus binary is built from the tree).
+func revision(ctx context.Context) string {
+	out, err := exec.CommandContext(ctx, "git", "describe", "--always", "--dirty=+dirty").Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
 }

@@ -155,12 +155,15 @@ func Run(ctx context.Context, name string, w Workload, opts Options) (*Result, e
 		errMu    sync.Mutex
 		errs     []string
 	)
+	// The duration ends the issuing of operations, not the operations in
+	// flight: cancelling those would leave it unknown whether the server
+	// applied them, and watch workloads must know how many writes to
+	// expect events for. ctx still ends everything.
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if opts.Ops <= 0 {
-		var cancelT context.CancelFunc
-		runCtx, cancelT = context.WithTimeout(runCtx, opts.Duration)
-		defer cancelT()
+		stopIssuing := time.AfterFunc(opts.Duration, cancel)
+		defer stopIssuing.Stop()
 	}
 
 	hists := make([]*hist.Histogram, opts.Clients)
@@ -219,12 +222,7 @@ func Run(ctx context.Context, name string, w Workload, opts Options) (*Result, e
 						}
 					}
 				}
-				err := op(runCtx, seq)
-				if err != nil && runCtx.Err() != nil && opts.Ops <= 0 {
-					// Cut short by the end of a timed run: not the
-					// server's error, and not a completed operation.
-					return
-				}
+				err := op(ctx, seq)
 				h.Record(time.Since(began))
 				done.Add(1)
 				if err != nil {

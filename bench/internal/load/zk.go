@@ -22,7 +22,7 @@ var ZKWorkloads = map[string]string{
 	"getData":     "getData of a random preloaded znode",
 	"getChildren": "getChildren of a parent with --key-space children",
 	"lock":        "one handoff of an ephemeral-sequential lock (the recipe: create, getChildren, watch the predecessor; then delete)",
-	"zkwatch":     "setData of one znode that --watchers sessions watch with one-shot data watches, re-armed after each event",
+	"zkwatch":     "setData of one znode that --watchers watchers watch with one-shot data watches, re-armed after each event (use --clients 1 and a --rate they can follow: changes that land before a watch is re-armed coalesce into one event)",
 	"zkmixed":     "getData with probability --read-ratio, else setData",
 }
 

@@ -13,6 +13,9 @@ func (r *Report) Markdown(w io.Writer, charts []string) {
 	fmt.Fprintf(w, "# %s\n\n", r.Title)
 	fmt.Fprintf(w, "- started: %s\n", r.Started.UTC().Format(time.RFC3339))
 	fmt.Fprintf(w, "- machine: %s\n", r.Machine)
+	if r.Revision != "" {
+		fmt.Fprintf(w, "- Janus revision: %s\n", r.Revision)
+	}
 	fmt.Fprintf(w, "- systems: %s, %d node(s) each\n", strings.Join(r.Systems, ", "), r.Nodes)
 	if len(r.Settings) > 0 {
 		fmt.Fprintf(w, "- settings: `%s`\n", strings.Join(r.Settings, " "))

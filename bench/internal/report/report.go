@@ -25,6 +25,8 @@ type Report struct {
 	Started time.Time `json:"started"`
 	// Machine describes where it ran: CPUs, OS, kernel, Go version.
 	Machine string `json:"machine"`
+	// Revision is the Janus source revision measured (git describe).
+	Revision string `json:"revision,omitempty"`
 	// Settings lists the workload options, as flag=value.
 	Settings []string `json:"settings"`
 	// Systems lists the systems in the order they ran and are shown.
