@@ -21,7 +21,13 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stderr, nil); err != nil {
+	var err error
+	if len(os.Args) > 1 && os.Args[1] == "migrate" {
+		err = runMigrate(ctx, os.Args[2:], os.Stdout, os.Stderr)
+	} else {
+		err = run(ctx, os.Args[1:], os.Stderr, nil)
+	}
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(0)
 		}

@@ -1,0 +1,178 @@
+package migrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// ErrDifferences is returned when verification finds the target differs
+// from the source.
+var ErrDifferences = errors.New("migrate: target differs from source")
+
+// Config says what to copy where.
+type Config struct {
+	From, To Endpoint
+	// Follow keeps applying the source's changes after the copy until the
+	// context ends (etcd sources only).
+	Follow bool
+	// Out receives progress lines and the verification report.
+	Out io.Writer
+	// ProgressEvery is how many nodes go by between progress lines
+	// (default 1000).
+	ProgressEvery int
+	// BatchSize is how many etcd puts go into one target transaction
+	// (default 64, below etcd's and Janus's limit of 128 ops per Txn).
+	BatchSize int
+	// DialTimeout bounds connecting to either side (default 10s).
+	DialTimeout time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.Out == nil {
+		c.Out = io.Discard
+	}
+	if c.ProgressEvery <= 0 {
+		c.ProgressEvery = 1000
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = 64
+	}
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = 10 * time.Second
+	}
+	return c
+}
+
+func (c Config) check() error {
+	switch {
+	case c.From.Scheme == "etcd" && c.To.Scheme != "etcd":
+		return fmt.Errorf("migrate: an etcd source needs an etcd target (--to etcd://...): etcd keys that are not ZooKeeper paths cannot go through the ZooKeeper face")
+	case c.Follow && c.From.Scheme != "etcd":
+		return fmt.Errorf("migrate: --follow needs an etcd source: ZooKeeper has no change stream to follow")
+	case c.To.Path != "":
+		return fmt.Errorf("migrate: the target %s must not name a path: the copy keeps the source's paths", c.To)
+	}
+	return nil
+}
+
+// Report says what a copy did.
+type Report struct {
+	Copied int   // nodes or keys written to the target
+	Bytes  int64 // their data
+	// Skipped lists what was deliberately not copied, one line each
+	// (ephemerals, leased keys, /zookeeper).
+	Skipped []string
+	// ACLsDropped counts nodes whose non-default ACL an etcd target could
+	// not carry.
+	ACLsDropped int
+	// Followed counts source events applied while following.
+	Followed int
+	// Differences lists what verification found, one line each.
+	Differences []string
+}
+
+// Run copies From into To, follows the source when asked, then verifies.
+// It returns ErrDifferences when verification finds any.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	m, err := open(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer m.close()
+	rep := &Report{}
+	if err := m.copy(ctx, rep); err != nil {
+		return rep, err
+	}
+	fmt.Fprintf(cfg.Out, "copied %d nodes (%d bytes) from %s to %s; skipped %d\n", rep.Copied, rep.Bytes, cfg.From, cfg.To, len(rep.Skipped))
+	if rep.ACLsDropped > 0 {
+		fmt.Fprintf(cfg.Out, "warning: %d nodes have ACLs an etcd target cannot carry; copy to the target's ZooKeeper face (--to zk://...) to keep them\n", rep.ACLsDropped)
+	}
+	if cfg.Follow {
+		fmt.Fprintf(cfg.Out, "following %s until interrupted\n", cfg.From)
+		if err := m.follow(ctx, rep); err != nil {
+			return rep, err
+		}
+		fmt.Fprintf(cfg.Out, "stopped following after %d events\n", rep.Followed)
+		// The copy's context has ended (that is how following stops);
+		// verification gets its own.
+		vctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
+		defer cancel()
+		ctx = vctx
+	}
+	return rep, m.verify(ctx, rep)
+}
+
+// Verify compares From and To without copying, prints every difference to
+// cfg.Out and returns ErrDifferences if there is any.
+func Verify(ctx context.Context, cfg Config) (*Report, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	m, err := open(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer m.close()
+	rep := &Report{}
+	return rep, m.verify(ctx, rep)
+}
+
+// migration is one source and target pair.
+type migration interface {
+	copy(ctx context.Context, rep *Report) error
+	follow(ctx context.Context, rep *Report) error
+	verify(ctx context.Context, rep *Report) error
+	close()
+}
+
+func open(ctx context.Context, cfg Config) (migration, error) {
+	if cfg.From.Scheme == "zk" {
+		return openZK(ctx, cfg)
+	}
+	return openEtcd(ctx, cfg)
+}
+
+// progress prints a line every cfg.ProgressEvery nodes.
+type progress struct {
+	out   io.Writer
+	every int
+	what  string
+	n     int
+}
+
+func (p *progress) add(k int) {
+	before := p.n / p.every
+	p.n += k
+	if p.n/p.every != before {
+		fmt.Fprintf(p.out, "%s %d\n", p.what, p.n)
+	}
+}
+
+// differ collects and prints differences as verification finds them.
+type differ struct {
+	out io.Writer
+	rep *Report
+}
+
+func (d differ) add(format string, args ...any) {
+	line := fmt.Sprintf(format, args...)
+	d.rep.Differences = append(d.rep.Differences, line)
+	fmt.Fprintf(d.out, "DIFF %s\n", line)
+}
+
+func (d differ) result(compared int) error {
+	if n := len(d.rep.Differences); n > 0 {
+		fmt.Fprintf(d.out, "verification: %d differences in %d nodes\n", n, compared)
+		return fmt.Errorf("%w: %d differences", ErrDifferences, n)
+	}
+	fmt.Fprintf(d.out, "verification: %d nodes, no differences\n", compared)
+	return nil
+}
