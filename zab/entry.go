@@ -1,6 +1,9 @@
 package zab
 
-import "fmt"
+import (
+	"fmt"
+	"io"
+)
 
 // Entry is one committed log record.
 type Entry struct {
@@ -11,6 +14,13 @@ type Entry struct {
 	// along the log.
 	Time int64
 	Data []byte // opaque payload
+	// Origin and ReqID name the proposer: the member that accepted the
+	// proposal from its client and that member's request number. The
+	// member whose ID is Origin answers its waiting proposer when its own
+	// applier applies the entry. Both are zero for entries written before
+	// replication existed.
+	Origin uint64
+	ReqID  uint64
 }
 
 // StateMachine is applied by the member, from one goroutine, in index order.
@@ -27,6 +37,21 @@ type StateMachine interface {
 	// covers. The log may be trimmed only at or below an index a Sync
 	// returned.
 	Sync() (uint64, error)
+}
+
+// Snapshotter is implemented by a StateMachine that can be copied whole,
+// which replication needs to bring a member up to date when the log no
+// longer holds what it is missing (SNAP). Both methods are called from the
+// applier goroutine, never concurrently with Apply or Sync.
+type Snapshotter interface {
+	// Snapshot writes a consistent copy of the state to w and returns the
+	// applied index the copy reflects.
+	Snapshot(w io.Writer) (index uint64, err error)
+	// Restore replaces the whole state with a copy written by Snapshot.
+	// Afterwards AppliedIndex reports the snapshot's index. zab calls Sync
+	// after Restore and before it discards its log, so the restored state
+	// must be durable once Sync returns.
+	Restore(r io.Reader) error
 }
 
 // MakeZxid builds a zxid from an epoch and a counter within that epoch.

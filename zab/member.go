@@ -20,8 +20,25 @@ var ErrStopped = errors.New("zab: member stopped")
 // Config.MaxEntrySize.
 var ErrEntryTooLarge = errors.New("zab: entry too large")
 
-// RoleLeader is the only role a single-member ensemble has.
-const RoleLeader = "leader"
+// ErrNoLeader is returned by Propose, ReadIndex and CallLeader while this
+// member knows no leader it is synchronized with (an election is running,
+// or this member is cut off from a quorum). Nothing was proposed; the
+// caller may retry, here or on another member.
+var ErrNoLeader = errors.New("zab: no leader")
+
+// ErrLeaderChanged is returned to a proposer whose proposal was sent to a
+// leader that lost its leadership before this member applied the entry.
+// The entry may or may not commit later; a caller that retries must
+// tolerate applying its operation twice (or make it idempotent).
+var ErrLeaderChanged = errors.New("zab: leader changed before the proposal was applied")
+
+// Roles reported by Status and RoleChanges.
+const (
+	RoleLeader   = "leader"   // leads the ensemble and has a synchronized quorum
+	RoleFollower = "follower" // synchronized with a leader; votes
+	RoleObserver = "observer" // synchronized with a leader; never votes
+	RoleLooking  = "looking"  // no leader: electing, discovering or synchronizing
+)
 
 // Config configures a Member. Zero values get the documented defaults.
 type Config struct {
@@ -42,6 +59,38 @@ type Config struct {
 	MaxBatchBytes   int
 	// TrimInterval, when positive, runs Trim that often in the background.
 	TrimInterval time.Duration
+
+	// ID is this member's ID (default 1). It must be a key of Peers or
+	// Observers when either is set.
+	ID uint64
+	// Peers are the voting members, this one included: ID → peer address.
+	// Empty, or holding only this member with no Observers, means a single
+	// member that is always the leader (no transport, no election).
+	Peers map[uint64]string
+	// Observers receive every commit but never vote: ID → peer address.
+	Observers map[uint64]string
+	// Transport carries peer messages. nil means a TCP transport listening
+	// on this member's address, created by Open and closed by Close. A
+	// Transport passed in is not closed by Close.
+	Transport Transport
+	// ElectionTimeout (default 1 s) is how long a follower waits without
+	// hearing its leader, or a leader without hearing a quorum, before it
+	// starts an election; and how long each election or synchronization
+	// attempt may take. Each attempt waits a random duration between one
+	// and two ElectionTimeouts, so that members do not collide forever.
+	ElectionTimeout time.Duration
+	// HeartbeatInterval (default 100 ms) is the tick of the protocol: the
+	// leader's heartbeat period and the retransmission period of every
+	// handshake message.
+	HeartbeatInterval time.Duration
+	// NewTicker makes the protocol's tick source; nil means time.NewTicker.
+	// Tests may drive time by returning a channel they feed. stop releases
+	// the ticker.
+	NewTicker func(d time.Duration) (c <-chan time.Time, stop func())
+	// MaxDiffEntries (default 100 000) bounds how many entries a leader
+	// sends to synchronize a follower; a follower further behind receives
+	// a snapshot instead (when the state machine is a Snapshotter).
+	MaxDiffEntries int
 }
 
 const (
@@ -77,15 +126,68 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxBatchBytes <= 0 {
 		c.MaxBatchBytes = defaultMaxBatchBytes
 	}
+	if c.ID == 0 {
+		c.ID = 1
+	}
+	if c.ElectionTimeout <= 0 {
+		c.ElectionTimeout = time.Second
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = 100 * time.Millisecond
+	}
+	if c.HeartbeatInterval > c.ElectionTimeout/2 {
+		return c, fmt.Errorf("zab: HeartbeatInterval %v must be at most half of ElectionTimeout %v",
+			c.HeartbeatInterval, c.ElectionTimeout)
+	}
+	if c.NewTicker == nil {
+		c.NewTicker = func(d time.Duration) (<-chan time.Time, func()) {
+			t := time.NewTicker(d)
+			return t.C, t.Stop
+		}
+	}
+	if c.MaxDiffEntries <= 0 {
+		c.MaxDiffEntries = 100_000
+	}
+	if c.replicated() {
+		_, voter := c.Peers[c.ID]
+		_, observer := c.Observers[c.ID]
+		if voter == observer {
+			return c, fmt.Errorf("zab: member %d must be in exactly one of Peers and Observers", c.ID)
+		}
+		for id := range c.Observers {
+			if _, ok := c.Peers[id]; ok || id == 0 {
+				return c, fmt.Errorf("zab: member %d is both a peer and an observer", id)
+			}
+		}
+		if _, ok := c.Peers[0]; ok {
+			return c, errors.New("zab: member ID 0 is reserved")
+		}
+	}
 	return c, nil
+}
+
+// replicated reports whether the configuration has more than one member.
+func (c Config) replicated() bool {
+	if len(c.Observers) > 0 || len(c.Peers) > 1 {
+		return true
+	}
+	_, self := c.Peers[c.ID]
+	return len(c.Peers) == 1 && !self
 }
 
 // Status is a snapshot of a member's progress.
 type Status struct {
-	Role           string // always RoleLeader for a single member
-	Epoch          uint32 // the epoch new zxids are issued in
+	ID       uint64
+	Role     string // RoleLeader, RoleFollower, RoleObserver or RoleLooking
+	LeaderID uint64 // the leader this member is synchronized with; 0 while looking
+	// Epoch is the current epoch: the epoch of the last leader this member
+	// synchronized with (a leader issues zxids in it). AcceptedEpoch is the
+	// highest epoch it has promised to follow.
+	Epoch          uint32
+	AcceptedEpoch  uint32
 	LastZxid       uint64 // zxid of the last entry in the log
-	CommittedIndex uint64 // last index on stable storage (committed: a single member is its own quorum)
+	LastIndex      uint64 // index of the last entry in the log (on disk, maybe not committed)
+	CommittedIndex uint64 // last index known committed (for a single member: on stable storage)
 	AppliedIndex   uint64 // last index the state machine has applied
 	FirstIndex     uint64 // oldest index the log still holds
 	Segments       int    // segment files in the log
@@ -122,6 +224,14 @@ type Member struct {
 	lastZxid       atomic.Uint64
 	committedIndex atomic.Uint64
 	appliedIndex   atomic.Uint64
+
+	applied appliedNotifier
+	roles   roleFeed
+
+	leaderHandler atomic.Pointer[LeaderHandler]
+
+	// rep runs replication; nil for a single member.
+	rep *replica
 }
 
 type proposal struct {
@@ -154,6 +264,9 @@ func Open(cfg Config, sm StateMachine) (*Member, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
+	}
+	if cfg.replicated() {
+		return nil, errors.New("zab: replication is not built yet")
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("zab: create log directory: %w", err)
@@ -236,7 +349,9 @@ func open(cfg Config, sm StateMachine, lock *dirLock) (*Member, error) {
 		stopCh:    make(chan struct{}),
 		done:      make(chan struct{}),
 		lastTime:  w.lastTime,
+		roles:     newRoleFeed(),
 	}
+	m.roles.publish(RoleChange{Role: RoleLeader, LeaderID: cfg.ID, Epoch: uint32(newEpoch)})
 	m.epoch.Store(uint32(newEpoch))
 	m.lastZxid.Store(w.lastZxid)
 	m.committedIndex.Store(next - 1)
@@ -335,10 +450,17 @@ func (m *Member) Status() Status {
 		stopped = true
 	default:
 	}
+	if m.rep != nil {
+		return m.rep.status(stopped)
+	}
 	return Status{
+		ID:             m.cfg.ID,
 		Role:           RoleLeader,
+		LeaderID:       m.cfg.ID,
 		Epoch:          m.epoch.Load(),
+		AcceptedEpoch:  m.epoch.Load(),
 		LastZxid:       m.lastZxid.Load(),
+		LastIndex:      m.committedIndex.Load(),
 		CommittedIndex: m.committedIndex.Load(),
 		AppliedIndex:   m.appliedIndex.Load(),
 		FirstIndex:     m.wal.firstIndex(),
@@ -557,7 +679,7 @@ func (m *Member) applyGroup(g group) error {
 		return fmt.Errorf("apply entries %d-%d: state machine returned %d results for %d entries",
 			first, last, len(results), len(g.entries))
 	}
-	m.appliedIndex.Store(last)
+	m.setApplied(last)
 	for i, p := range g.props {
 		p.finish(results[i], nil)
 	}
