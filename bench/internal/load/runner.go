@@ -260,15 +260,16 @@ func Run(ctx context.Context, name string, w Workload, opts Options) (*Result, e
 	res.Ops = Stream{Count: int64(all.Count()), Throughput: float64(all.Count()) / elapsed.Seconds(), Latency: all.Summarize()}
 
 	if src, ok := w.(eventSource); ok && src.watches() {
-		drainCtx, cancelDrain := context.WithTimeout(ctx, 30*time.Second)
+		drainCtx, cancelDrain := context.WithTimeout(ctx, 60*time.Second)
 		eh, got, expected := src.Drain(drainCtx, res.Ops.Count-res.Errors)
 		cancelDrain()
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("run %s: %w", name, ctx.Err())
 		}
-		// Events per second over the load phase: the drain only waits
-		// for stragglers.
-		res.Events = &Stream{Count: got, Throughput: float64(got) / elapsed.Seconds(), Latency: eh.Summarize()}
+		// Events per second from the first write until the drain saw the
+		// last event: watchers that fall behind the writers must not look
+		// faster than they are.
+		res.Events = &Stream{Count: got, Throughput: float64(got) / time.Since(start).Seconds(), Latency: eh.Summarize()}
 		res.EventsExpected = expected
 		res.eventHist = eh
 	}
