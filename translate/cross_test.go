@@ -244,10 +244,9 @@ func TestSessionIsLeaseAndRevokeExpiresIt(t *testing.T) {
 	if got, _ := cli.Get(ctx, eph); len(got.Kvs) != 0 {
 		t.Error("ephemeral still visible to etcd after revoke")
 	}
-	if _, err := cli.TimeToLive(ctx, lease); err == nil {
-		if r, _ := cli.TimeToLive(ctx, lease); r.TTL != -1 {
-			t.Errorf("revoked session's lease still alive: %+v", r)
-		}
+	// etcd answers TimeToLive of a revoked lease with TTL -1.
+	if r, err := cli.TimeToLive(ctx, lease); err != nil || r.TTL != -1 {
+		t.Errorf("TimeToLive of the revoked session's lease: %+v, %v; want TTL -1", r, err)
 	}
 }
 
