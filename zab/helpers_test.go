@@ -163,7 +163,11 @@ func recordOffsets(t *testing.T, path string) []int {
 		t.Fatal(err)
 	}
 	var offs []int
-	for off := segmentHeaderSize; off < len(buf); {
+	hdr, _, _, err := parseSegmentHeader(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for off := hdr; off < len(buf); {
 		_, n, err := decodeRecord(buf[off:])
 		if err != nil {
 			t.Fatalf("%s offset %d: %v", path, off, err)

@@ -15,12 +15,19 @@ import (
 // CRC-32C over bodyLen's four bytes followed by the body. Covering the length
 // means a damaged length field is caught by the checksum rather than
 // silently shifting every later record.
+//
+// A record whose entry names its proposer (Origin or ReqID non-zero) sets
+// the top bit of bodyLen and carries origin uint64 | reqID uint64 between
+// time and data. Records written before replication never set that bit, so
+// they read as before.
 const (
 	recordPrefixSize = 8  // bodyLen + crc
 	recordFixedBody  = 24 // index + zxid + time
+	recordExtBody    = recordFixedBody + 16
+	recordExtFlag    = 1 << 31
 	recordHeaderSize = recordPrefixSize + recordFixedBody
 	maxRecordBody    = 256 << 20 // hard bound so a damaged length never drives a huge allocation
-	maxEntryDataHard = maxRecordBody - recordFixedBody
+	maxEntryDataHard = maxRecordBody - recordExtBody
 )
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -33,18 +40,35 @@ var (
 	errCorruptRecord = errors.New("record corrupt")
 )
 
-// recordSize is the encoded size of an entry with dataLen payload bytes.
+// recordSize is the encoded size of an entry with dataLen payload bytes and
+// no proposer.
 func recordSize(dataLen int) int { return recordHeaderSize + dataLen }
+
+// entryRecordSize is the encoded size of e.
+func entryRecordSize(e Entry) int {
+	if e.Origin != 0 || e.ReqID != 0 {
+		return recordPrefixSize + recordExtBody + len(e.Data)
+	}
+	return recordSize(len(e.Data))
+}
 
 // appendRecord appends e's encoding to dst.
 func appendRecord(dst []byte, e Entry) []byte {
 	start := len(dst)
+	ext := e.Origin != 0 || e.ReqID != 0
 	bodyLen := uint32(recordFixedBody + len(e.Data))
+	if ext {
+		bodyLen = uint32(recordExtBody+len(e.Data)) | recordExtFlag
+	}
 	dst = binary.LittleEndian.AppendUint32(dst, bodyLen)
 	dst = binary.LittleEndian.AppendUint32(dst, 0) // crc, filled below
 	dst = binary.LittleEndian.AppendUint64(dst, e.Index)
 	dst = binary.LittleEndian.AppendUint64(dst, e.Zxid)
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(e.Time))
+	if ext {
+		dst = binary.LittleEndian.AppendUint64(dst, e.Origin)
+		dst = binary.LittleEndian.AppendUint64(dst, e.ReqID)
+	}
 	dst = append(dst, e.Data...)
 	binary.LittleEndian.PutUint32(dst[start+4:], recordChecksum(dst[start:]))
 	return dst
@@ -64,9 +88,10 @@ func decodeRecord(buf []byte) (Entry, int, error) {
 	if len(buf) < recordPrefixSize {
 		return Entry{}, 0, errShortRecord
 	}
-	bodyLen := binary.LittleEndian.Uint32(buf)
-	if bodyLen < recordFixedBody || bodyLen > maxRecordBody {
-		return Entry{}, 0, fmt.Errorf("%w: body length %d out of range", errCorruptRecord, bodyLen)
+	rawLen := binary.LittleEndian.Uint32(buf)
+	bodyLen, fixed, ok := recordBodyLen(rawLen)
+	if !ok {
+		return Entry{}, 0, fmt.Errorf("%w: body length %#x out of range", errCorruptRecord, rawLen)
 	}
 	n := recordPrefixSize + int(bodyLen)
 	if len(buf) < n {
@@ -80,9 +105,23 @@ func decodeRecord(buf []byte) (Entry, int, error) {
 		Index: binary.LittleEndian.Uint64(rec[8:]),
 		Zxid:  binary.LittleEndian.Uint64(rec[16:]),
 		Time:  int64(binary.LittleEndian.Uint64(rec[24:])),
-		Data:  rec[recordHeaderSize:n:n],
+		Data:  rec[recordPrefixSize+fixed : n : n],
+	}
+	if fixed == recordExtBody {
+		e.Origin = binary.LittleEndian.Uint64(rec[32:])
+		e.ReqID = binary.LittleEndian.Uint64(rec[40:])
 	}
 	return e, n, nil
+}
+
+// recordBodyLen splits a stored bodyLen field into the body length and the
+// size of the body's fixed part, and checks the length is in range.
+func recordBodyLen(raw uint32) (bodyLen uint32, fixed int, ok bool) {
+	bodyLen, fixed = raw, recordFixedBody
+	if raw&recordExtFlag != 0 {
+		bodyLen, fixed = raw&^recordExtFlag, recordExtBody
+	}
+	return bodyLen, fixed, bodyLen >= uint32(fixed) && bodyLen <= maxRecordBody
 }
 
 // looksLikeRecordAt reports whether a valid record whose index lies in
@@ -94,8 +133,8 @@ func looksLikeRecordAt(buf []byte, off int, after, limit uint64) bool {
 	if len(rest) < recordHeaderSize {
 		return false
 	}
-	bodyLen := binary.LittleEndian.Uint32(rest)
-	if bodyLen < recordFixedBody || bodyLen > maxRecordBody || int(bodyLen) > len(rest)-recordPrefixSize {
+	bodyLen, _, ok := recordBodyLen(binary.LittleEndian.Uint32(rest))
+	if !ok || int(bodyLen) > len(rest)-recordPrefixSize {
 		return false
 	}
 	idx := binary.LittleEndian.Uint64(rest[8:])

@@ -10,12 +10,18 @@ import (
 
 // A segment file is named after the index of its first record
 // (zero-padded, so names sort like indexes) and starts with a header that
-// repeats that index. A segment is created whole, header included, before
-// any record goes into it, so a valid log never holds a torn header.
+// repeats that index and, since replication, the zxid of the entry just
+// before it: after trimming, or after a follower installs a snapshot, the
+// log must still know where its history joins the state machine's. A
+// segment is created whole, header included, before any record goes into
+// it, so a valid log never holds a torn header. Segments with the first
+// header version (no previous zxid) are still read.
 const (
-	segmentSuffix     = ".log"
-	segmentMagic      = "JANUSZAB"
-	segmentHeaderSize = len(segmentMagic) + 8
+	segmentSuffix       = ".log"
+	segmentMagicV1      = "JANUSZAB"
+	segmentMagic        = "JANUSZB2"
+	segmentHeaderSizeV1 = len(segmentMagicV1) + 8
+	segmentHeaderSize   = len(segmentMagic) + 16
 )
 
 func segmentName(first uint64) string {
@@ -35,10 +41,23 @@ func parseSegmentName(name string) (uint64, bool) {
 	return first, true
 }
 
-func segmentHeader(first uint64) []byte {
+func segmentHeader(first, prevZxid uint64) []byte {
 	b := make([]byte, 0, segmentHeaderSize)
 	b = append(b, segmentMagic...)
-	return binary.LittleEndian.AppendUint64(b, first)
+	b = binary.LittleEndian.AppendUint64(b, first)
+	return binary.LittleEndian.AppendUint64(b, prevZxid)
+}
+
+// parseSegmentHeader returns the header's length, first index and previous
+// zxid (0 in a first-version header).
+func parseSegmentHeader(buf []byte) (size int, first, prevZxid uint64, err error) {
+	switch {
+	case len(buf) >= segmentHeaderSize && string(buf[:len(segmentMagic)]) == segmentMagic:
+		return segmentHeaderSize, binary.LittleEndian.Uint64(buf[8:]), binary.LittleEndian.Uint64(buf[16:]), nil
+	case len(buf) >= segmentHeaderSizeV1 && string(buf[:len(segmentMagicV1)]) == segmentMagicV1:
+		return segmentHeaderSizeV1, binary.LittleEndian.Uint64(buf[8:]), 0, nil
+	}
+	return 0, 0, 0, errors.New("bad segment header")
 }
 
 // segmentScan is what reading one segment found.
@@ -46,23 +65,30 @@ type segmentScan struct {
 	last     uint64 // index of the last whole record; first-1 if none
 	lastZxid uint64
 	lastTime int64
-	end      int   // offset just past the last whole record
-	torn     error // non-nil when the segment has a damaged tail after end
+	end      int    // offset just past the last whole record
+	torn     error  // non-nil when the segment has a damaged tail after end
+	header   int    // header size
+	prevZxid uint64 // the header's previous zxid (0 if it has none)
 }
 
 // scanSegment validates a segment's bytes. first is the index its name
 // promises; prevZxid the zxid of the record before it. In a sealed (not
 // last) segment any damaged record is an error. In the last segment a
 // damaged record is a torn tail, unless some valid later record follows
-// it, which means the damage is in the middle of acknowledged data.
-func scanSegment(buf []byte, first, prevZxid uint64, isLast bool) (segmentScan, error) {
-	if len(buf) < segmentHeaderSize || string(buf[:len(segmentMagic)]) != segmentMagic {
-		return segmentScan{}, errors.New("bad segment header")
+// it, which means the damage is in the middle of acknowledged data. onRecord,
+// if not nil, sees every whole record in order.
+func scanSegment(buf []byte, first, prevZxid uint64, isLast bool, onRecord func(Entry)) (segmentScan, error) {
+	hdr, got, hdrPrev, err := parseSegmentHeader(buf)
+	if err != nil {
+		return segmentScan{}, err
 	}
-	if got := binary.LittleEndian.Uint64(buf[len(segmentMagic):]); got != first {
+	if got != first {
 		return segmentScan{}, fmt.Errorf("segment header says first index %d, file name says %d", got, first)
 	}
-	s := segmentScan{last: first - 1, lastZxid: prevZxid, end: segmentHeaderSize}
+	if prevZxid == 0 {
+		prevZxid = hdrPrev
+	}
+	s := segmentScan{last: first - 1, lastZxid: prevZxid, end: hdr, header: hdr, prevZxid: hdrPrev}
 	for s.end < len(buf) {
 		e, n, err := decodeRecord(buf[s.end:])
 		if err != nil {
@@ -90,6 +116,9 @@ func scanSegment(buf []byte, first, prevZxid uint64, isLast bool) (segmentScan, 
 		}
 		s.last, s.lastZxid, s.lastTime = e.Index, e.Zxid, e.Time
 		s.end += n
+		if onRecord != nil {
+			onRecord(e)
+		}
 	}
 	return s, nil
 }

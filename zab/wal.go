@@ -14,9 +14,32 @@ import (
 
 // segment describes one segment file of the log.
 type segment struct {
-	first uint64 // index of its first record
-	last  uint64 // index of its last record; first-1 while empty
-	path  string
+	first  uint64 // index of its first record
+	last   uint64 // index of its last record; first-1 while empty
+	path   string
+	header int // size of its header
+}
+
+// zxidRun is a stretch of the log whose zxids are consecutive within one
+// epoch: index first has zxid (epoch, firstCounter), first+1 the next
+// counter, and so on through last. A Zab leader numbers its proposals
+// densely, so a log holds a handful of runs, one per leadership, and they
+// map index to zxid and back without reading the log.
+type zxidRun struct {
+	epoch        uint32
+	firstCounter uint32
+	first, last  uint64
+}
+
+func (r zxidRun) zxid(index uint64) uint64 {
+	return MakeZxid(r.epoch, r.firstCounter+uint32(index-r.first))
+}
+
+// logBase is the entry just before the first one the log holds: index 0
+// and zxid 0 for a log that starts at the beginning, else the last entry
+// trimmed away or the snapshot the log continues. zxid is 0 when unknown.
+type logBase struct {
+	index, zxid uint64
 }
 
 // wal is the segmented, append-only transaction log. Appends, rolls and
@@ -29,6 +52,8 @@ type wal struct {
 
 	mu   sync.Mutex
 	segs []segment // ascending by index; the last is the active segment
+	runs []zxidRun // ascending; cover (base.index, lastIndex]
+	base logBase
 
 	// Writer-owned.
 	active     *os.File
@@ -74,9 +99,14 @@ func openWAL(dir string, logger *slog.Logger, segmentSize int64) (*wal, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read log segment: %w", err)
 		}
-		s, err := scanSegment(buf, seg.first, w.lastZxid, isLast)
+		s, err := scanSegment(buf, seg.first, w.lastZxid, isLast, w.noteEntry)
 		if err != nil {
 			return nil, fmt.Errorf("log segment %s is corrupt, refusing to start: %w", seg.path, err)
+		}
+		seg.header = s.header
+		if i == 0 {
+			w.base = logBase{index: seg.first - 1, zxid: s.prevZxid}
+			w.lastZxid = s.prevZxid
 		}
 		if s.torn != nil {
 			w.logger.Warn("truncating torn tail of the log",
@@ -93,7 +123,75 @@ func openWAL(dir string, logger *slog.Logger, segmentSize int64) (*wal, error) {
 			w.lastIndex = seg.first - 1
 		}
 	}
+	if len(w.segs) > 0 && w.lastIndex == w.base.index {
+		w.lastZxid = w.base.zxid
+	}
 	return w, nil
+}
+
+// noteEntry extends the zxid runs with e, the new last entry. The caller
+// holds mu, or is openWAL.
+func (w *wal) noteEntry(e Entry) {
+	if n := len(w.runs); n > 0 {
+		r := &w.runs[n-1]
+		if r.epoch == ZxidEpoch(e.Zxid) && r.last+1 == e.Index && r.zxid(r.last)+1 == e.Zxid {
+			r.last = e.Index
+			return
+		}
+	}
+	w.runs = append(w.runs, zxidRun{epoch: ZxidEpoch(e.Zxid), firstCounter: ZxidCounter(e.Zxid), first: e.Index, last: e.Index})
+}
+
+// zxidAt returns the zxid of the entry at index, if the log knows it (it
+// holds the entry, or index is the base).
+func (w *wal) zxidAt(index uint64) (uint64, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.zxidAtLocked(index)
+}
+
+func (w *wal) zxidAtLocked(index uint64) (uint64, bool) {
+	if index == w.base.index {
+		return w.base.zxid, index == 0 || w.base.zxid != 0
+	}
+	for _, r := range w.runs {
+		if r.first <= index && index <= r.last {
+			return r.zxid(index), true
+		}
+	}
+	return 0, false
+}
+
+// indexAtOrBelow returns the highest index whose zxid is at most zxid,
+// among the entries the log holds and its base. ok is false when even the
+// base is above zxid (or unknown): the answer lies in trimmed history.
+func (w *wal) indexAtOrBelow(zxid uint64) (index uint64, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.base.index == 0 || w.base.zxid != 0 {
+		if w.base.zxid <= zxid {
+			index, ok = w.base.index, true
+		}
+	}
+	for _, r := range w.runs {
+		if r.zxid(r.first) > zxid {
+			break
+		}
+		if r.zxid(r.last) <= zxid {
+			index, ok = r.last, true
+			continue
+		}
+		// zxid falls inside this run, which is one epoch.
+		return r.first + uint64(ZxidCounter(zxid)-r.firstCounter), true
+	}
+	return index, ok
+}
+
+// baseOf returns the log's base.
+func (w *wal) baseOf() logBase {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.base
 }
 
 func cmpUint64(a, b uint64) int {
@@ -156,25 +254,104 @@ func (w *wal) resume() error {
 // reset drops every segment and starts an empty log whose next entry is
 // next. It is used for a new log and when the state machine already holds
 // every entry the log has.
-func (w *wal) reset(next uint64) error {
+func (w *wal) reset(next uint64) error { return w.resetAt(logBase{index: next - 1}) }
+
+// resetAt drops every segment and starts an empty log that continues base:
+// its next entry is base.index+1. A follower that installed a snapshot
+// continues from the snapshot's index and zxid this way.
+func (w *wal) resetAt(base logBase) error {
+	if err := w.close(); err != nil {
+		return err
+	}
 	w.mu.Lock()
 	old := w.segs
-	w.segs = nil
+	w.segs, w.runs, w.base = nil, nil, base
 	w.mu.Unlock()
-	for _, seg := range old {
-		if err := os.Remove(seg.path); err != nil {
+	// Newest first: a crash part way leaves a contiguous (shorter) log.
+	for i := len(old) - 1; i >= 0; i-- {
+		if err := os.Remove(old[i].path); err != nil {
 			return fmt.Errorf("remove obsolete segment: %w", err)
 		}
 	}
-	w.lastIndex = next - 1
-	return w.openSegment(next)
+	w.lastIndex, w.lastZxid, w.lastTime = base.index, base.zxid, 0
+	return w.openSegment(base.index + 1)
+}
+
+// truncateAfter removes every entry above index, durably. index must not
+// be below the log's base. A follower uses it to drop an uncommitted tail
+// that the leader's history does not have (TRUNC).
+func (w *wal) truncateAfter(index uint64) error {
+	if index >= w.lastIndex {
+		return nil
+	}
+	w.mu.Lock()
+	base := w.base
+	zxid, known := w.zxidAtLocked(index)
+	w.mu.Unlock()
+	if index < base.index || !known {
+		return fmt.Errorf("truncate after index %d: the log begins after index %d", index, base.index)
+	}
+	if err := w.close(); err != nil {
+		return err
+	}
+	// Whole segments past index go first, newest first, so that a crash
+	// part way leaves a contiguous log.
+	for {
+		w.mu.Lock()
+		n := len(w.segs)
+		last := w.segs[n-1]
+		w.mu.Unlock()
+		if n == 1 || last.first <= index {
+			break
+		}
+		if err := os.Remove(last.path); err != nil {
+			return fmt.Errorf("remove truncated segment: %w", err)
+		}
+		w.mu.Lock()
+		w.segs = w.segs[:n-1]
+		w.mu.Unlock()
+	}
+	if err := syncDir(w.dir); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	seg := w.segs[len(w.segs)-1]
+	w.mu.Unlock()
+	buf, err := os.ReadFile(seg.path)
+	if err != nil {
+		return fmt.Errorf("read segment to truncate: %w", err)
+	}
+	off, lastTime := seg.header, int64(0)
+	for i := seg.first; i <= index; i++ {
+		e, n, err := decodeRecord(buf[off:])
+		if err != nil {
+			return fmt.Errorf("segment %s offset %d: %w", seg.path, off, err)
+		}
+		off += n
+		lastTime = e.Time
+	}
+	if err := truncateFile(seg.path, int64(off)); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	w.segs[len(w.segs)-1].last = max(index, seg.first-1)
+	for len(w.runs) > 0 && w.runs[len(w.runs)-1].first > index {
+		w.runs = w.runs[:len(w.runs)-1]
+	}
+	if n := len(w.runs); n > 0 && w.runs[n-1].last > index {
+		w.runs[n-1].last = index
+	}
+	w.mu.Unlock()
+	w.lastIndex, w.lastZxid, w.lastTime = index, zxid, lastTime
+	return w.resume()
 }
 
 // openSegment creates a segment whose first record will be first, makes
-// its creation durable, and makes it the active segment.
+// its creation durable, and makes it the active segment. Its header records
+// the zxid of the entry before it (the log's last).
 func (w *wal) openSegment(first uint64) error {
 	path := filepath.Join(w.dir, segmentName(first))
-	if err := writeFileAtomic(path, segmentHeader(first)); err != nil {
+	if err := writeFileAtomic(path, segmentHeader(first, w.lastZxid)); err != nil {
 		return fmt.Errorf("create segment: %w", err)
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
@@ -183,7 +360,7 @@ func (w *wal) openSegment(first uint64) error {
 	}
 	w.active, w.activeSize = f, int64(segmentHeaderSize)
 	w.mu.Lock()
-	w.segs = append(w.segs, segment{first: first, last: first - 1, path: path})
+	w.segs = append(w.segs, segment{first: first, last: first - 1, path: path, header: segmentHeaderSize})
 	w.mu.Unlock()
 	return nil
 }
@@ -200,6 +377,8 @@ func (w *wal) append(entries []Entry) error {
 		w.buf = appendRecord(w.buf, e)
 	}
 	if w.activeSize > int64(segmentHeaderSize) && w.activeSize+int64(len(w.buf)) > w.segmentSize {
+		// (A first-version active segment is never empty by this measure,
+		// which only means it is sealed one append later.)
 		if err := w.roll(entries[0].Index); err != nil {
 			return err
 		}
@@ -215,6 +394,9 @@ func (w *wal) append(entries []Entry) error {
 	w.lastIndex, w.lastZxid, w.lastTime = last.Index, last.Zxid, last.Time
 	w.mu.Lock()
 	w.segs[len(w.segs)-1].last = last.Index
+	for _, e := range entries {
+		w.noteEntry(e)
+	}
 	w.mu.Unlock()
 	// Large batches would otherwise pin a large buffer for the member's life.
 	if cap(w.buf) > 8<<20 {
@@ -247,6 +429,19 @@ func (w *wal) trimThrough(index uint64) (removed int, err error) {
 		if err := os.Remove(w.segs[i].path); err != nil {
 			w.segs = w.segs[i:]
 			return i, fmt.Errorf("remove segment: %w", err)
+		}
+	}
+	if n > 0 {
+		newFirst := w.segs[n].first
+		zxid, _ := w.zxidAtLocked(newFirst - 1)
+		w.base = logBase{index: newFirst - 1, zxid: zxid}
+		for len(w.runs) > 0 && w.runs[0].last < newFirst {
+			w.runs = w.runs[1:]
+		}
+		if len(w.runs) > 0 && w.runs[0].first < newFirst {
+			r := &w.runs[0]
+			r.firstCounter += uint32(newFirst - r.first)
+			r.first = newFirst
 		}
 	}
 	w.segs = slices.Delete(w.segs, 0, n)
@@ -287,7 +482,7 @@ func (w *wal) read(from, to uint64, batch int, fn func([]Entry) error) error {
 		if err != nil {
 			return fmt.Errorf("read log segment: %w", err)
 		}
-		off := segmentHeaderSize
+		off := seg.header
 		for next <= to && next <= seg.last {
 			e, n, err := decodeRecord(buf[off:])
 			if err != nil {
