@@ -140,13 +140,14 @@ type EtcdClient struct {
 // Value returns a value unique to this client and seq.
 func (c *EtcdClient) Value(seq int) string { return fmt.Sprintf("c%d-%d", c.ID, seq) }
 
-// Get reads key linearizably. A failed read is not recorded.
-func (c *EtcdClient) Get(ctx context.Context, key string) error {
+// Get reads key linearizably and returns its value ("" if absent). A
+// failed read is not recorded.
+func (c *EtcdClient) Get(ctx context.Context, key string) (string, error) {
 	call := c.H.Now()
 	resp, err := c.KV.Get(ctx, key)
 	ret := c.H.Now()
 	if err != nil {
-		return err
+		return "", err
 	}
 	out := EtcdOutput{Rev: resp.Header.Revision}
 	if len(resp.Kvs) > 0 {
@@ -154,7 +155,7 @@ func (c *EtcdClient) Get(ctx context.Context, key string) error {
 	}
 	c.H.Add(c.ID, EtcdInput{Op: EtcdGet, Key: key}, out, call, ret, false)
 	c.H.Revision(c.ID, out.Rev)
-	return nil
+	return out.Value, nil
 }
 
 // Put writes key. A failed put is recorded with an unknown outcome.

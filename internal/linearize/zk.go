@@ -191,8 +191,9 @@ func (c *ZKClient) Create(path, data string) error {
 	return err
 }
 
-// Set writes data if the znode's version is version (-1: any).
-func (c *ZKClient) Set(path, data string, version int32) error {
+// Set writes data if the znode's version is version (-1: any) and
+// returns the new version.
+func (c *ZKClient) Set(path, data string, version int32) (int32, error) {
 	call := c.H.Now()
 	st, err := c.Conn.Set(path, []byte(data), version)
 	ret := c.H.Now()
@@ -201,7 +202,7 @@ func (c *ZKClient) Set(path, data string, version int32) error {
 		out.Version = st.Version
 	}
 	c.record(ZKInput{Op: ZKSet, Path: path, Data: data, Version: version}, out, call, ret)
-	return err
+	return out.Version, err
 }
 
 // Delete removes the znode if its version is version (-1: any).
