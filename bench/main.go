@@ -23,12 +23,14 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/januskv/janus/bench/internal/load"
+	"github.com/januskv/janus/bench/internal/report"
 )
 
 func main() {
@@ -49,6 +51,7 @@ commands:
   run       run one workload against running servers
   compare   start Janus, etcd and ZooKeeper here, run workloads against each in turns, write a report
   list      list the workloads
+  render    write a report directory's markdown and charts again from its results.json
 Run "bench <command> --help" for a command's flags.
 `
 
@@ -65,12 +68,35 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "list":
 		listWorkloads(stdout)
 		return nil
+	case "render":
+		return renderCmd(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
 	fmt.Fprint(stderr, usage)
 	return fmt.Errorf("unknown command %q", args[0])
+}
+
+func renderCmd(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench render", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return errors.New("usage: bench render <report directory>")
+	}
+	dir := fs.Arg(0)
+	r, err := report.Read(filepath.Join(dir, "results.json"))
+	if err != nil {
+		return err
+	}
+	if err := r.Write(dir); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "report written to %s\n", filepath.Join(dir, "report.md"))
+	return nil
 }
 
 func listWorkloads(w io.Writer) {

@@ -107,12 +107,16 @@ func (r *Report) ratioTable(w io.Writer) {
 			if !header {
 				fmt.Fprintf(w, "\n### Ratios\n\n")
 				fmt.Fprintf(w, "Janus divided by the other system, from the medians above: throughput above 1.00 and latency below 1.00 favour Janus.\n\n")
-				fmt.Fprintf(w, "| workload | Janus / | ops/s | p50 | p99 | p99.9 |\n|---|---|--:|--:|--:|--:|\n")
+				fmt.Fprintf(w, "| workload | Janus / | ops/s | p50 | p99 | p99.9 | events/s | delivery p99 |\n|---|---|--:|--:|--:|--:|--:|--:|\n")
 				header = true
 			}
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", wl.Name, o,
+			evRate, evP99 := "", ""
+			if a.Events && b.Events {
+				evRate, evP99 = ratio(a.EventRate, b.EventRate), ratio(float64(a.EventP99), float64(b.EventP99))
+			}
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", wl.Name, o,
 				ratio(a.Throughput, b.Throughput), ratio(float64(a.P50), float64(b.P50)),
-				ratio(float64(a.P99), float64(b.P99)), ratio(float64(a.P999), float64(b.P999)))
+				ratio(float64(a.P99), float64(b.P99)), ratio(float64(a.P999), float64(b.P999)), evRate, evP99)
 		}
 	}
 }

@@ -140,6 +140,11 @@ func Summarize(runs []*load.Result) Summary {
 			s.EventsDelivered = float64(got) / float64(want)
 		}
 		s.EventCurve = events.Summarize().Curve
+		if s.EventCurve == nil {
+			if ev := runs[len(runs)/2].Events; ev != nil {
+				s.EventCurve = ev.Latency.Curve
+			}
+		}
 	}
 	return s
 }
@@ -267,4 +272,19 @@ func fileSafe(s string) string {
 		}
 		return '_'
 	}, s)
+}
+
+// Read loads a report from the results.json that Write wrote, so that it
+// can be rendered again. Its results carry percentile summaries but not
+// full histograms: merged curves are replaced by the median round's.
+func Read(path string) (*Report, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read report: %w", err)
+	}
+	var r Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("decode report %s: %w", path, err)
+	}
+	return &r, nil
 }

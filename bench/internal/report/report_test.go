@@ -153,3 +153,30 @@ func TestEveryGlyphIsFiveWide(t *testing.T) {
 		}
 	}
 }
+
+func TestReadRendersAgainFromJSON(t *testing.T) {
+	dir := t.TempDir()
+	if err := sampleReport(t).Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	first, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Read(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := t.TempDir()
+	if err := r.Write(again); err != nil {
+		t.Fatal(err)
+	}
+	second, err := os.ReadFile(filepath.Join(again, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The tables come from the per-round summaries, which JSON keeps.
+	if string(first) != string(second) {
+		t.Errorf("report rendered from results.json differs:\n--- first\n%s\n--- again\n%s", first, second)
+	}
+}
