@@ -50,7 +50,7 @@ func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	workloads := fs.String("workloads", "put,create,getData", "workloads to run (see bench list); each runs on the systems that speak its protocol")
 	fs.IntVar(&c.nodes, "nodes", 1, "nodes per system (3 for a replicated comparison; Janus needs replication for more than 1)")
 	fs.IntVar(&c.rounds, "rounds", 3, "measured rounds per workload and system, after one discarded warm-up round")
-	fs.StringVar(&c.out, "out", "", "report directory (default bench-out/<time>)")
+	fs.StringVar(&c.out, "out", "", "report directory (default bench/out/<time>, which git ignores)")
 	fs.StringVar(&c.workDir, "work-dir", "", "where the servers keep their data and logs (default a new temporary directory, removed afterwards)")
 	fs.StringVar(&c.janusBin, "janus-bin", "", "Janus binary (default: go build -o bin/janus . in the repository)")
 	fs.StringVar(&c.etcdBin, "etcd-bin", "", "etcd binary (default bin/etcd in the repository, built from go.mod's tool block if missing)")
@@ -78,7 +78,7 @@ func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return errors.New("--rounds must be at least 1")
 	}
 	if c.out == "" {
-		c.out = filepath.Join("bench-out", time.Now().Format("20060102-150405"))
+		c.out = filepath.Join("bench", "out", time.Now().Format("20060102-150405"))
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	if f, ok := stderr.(*os.File); ok && isTerminal(f) {
