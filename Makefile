@@ -3,12 +3,14 @@
 GO ?= go
 # TESTFLAGS is passed to go test, e.g. make test TESTFLAGS='-run Zab -v'.
 TESTFLAGS ?=
-# BENCHFLAGS is passed to go test in make bench, e.g. BENCHFLAGS=-benchmem.
+# COMPAREFLAGS is passed to the bench tool's compare mode in make bench.
+COMPAREFLAGS ?=
+# BENCHFLAGS is passed to go test in make bench-go, e.g. BENCHFLAGS=-benchmem.
 BENCHFLAGS ?=
 # FUZZTIME bounds each fuzz target in make fuzz.
 FUZZTIME ?= 15s
 
-.PHONY: all build run test bench fmt lint fuzz tools
+.PHONY: all build run test bench bench-go fmt lint fuzz tools
 
 all: build
 
@@ -22,7 +24,13 @@ test:
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 25m $(TESTFLAGS) ./...
 
+# bench compares Janus with a real etcd and a real ZooKeeper on this
+# machine and writes a report under bench/out/ (see docs/benchmarks.md).
 bench:
+	$(GO) run ./bench compare $(COMPAREFLAGS)
+
+# bench-go runs the Go benchmarks of every package.
+bench-go:
 	$(GO) test -run '^$$' -bench . $(BENCHFLAGS) ./...
 
 fmt:
