@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
+	"sync"
 	"time"
 
 	"github.com/januskv/janus/core"
@@ -16,7 +18,8 @@ import (
 
 // MemberConfig configures a Member. Zero values get the documented defaults.
 type MemberConfig struct {
-	// DataDir holds the log (DataDir/log) and the state (DataDir/state).
+	// DataDir holds the log (DataDir/log) and the state (a Badger
+	// directory named by DataDir/STATE, "state" until a snapshot replaced it).
 	DataDir string
 	Logger  *slog.Logger
 	// ID is this member's ID in the ensemble (default 1).
@@ -35,24 +38,62 @@ type MemberConfig struct {
 	EtcdURL string
 	ZKAddr  string
 	PeerURL string
+
+	// Peers are the voting members, this one included: ID → peer address
+	// (host:port). Empty means a single member. Observers receive commits
+	// and serve reads but never vote. This member listens on its own entry.
+	Peers     map[uint64]string
+	Observers map[uint64]string
+	// Clients are every member's advertised client addresses, for Status
+	// (etcd MemberList, ZooKeeper srvr/conf). This member's own entry
+	// defaults to EtcdURL and ZKAddr.
+	Clients map[uint64]ClientAddrs
+	// Transport carries peer messages; nil means zab's TCP transport.
+	// In-process tests pass a zab.MemNetwork endpoint.
+	Transport zab.Transport
+	// ElectionTimeout and HeartbeatInterval tune zab (defaults 1s, 100ms).
+	ElectionTimeout   time.Duration
+	HeartbeatInterval time.Duration
+	// TrimInterval is how often the log is trimmed below what the state
+	// has made durable (default 1 minute).
+	TrimInterval time.Duration
+}
+
+// ClientAddrs are the addresses a member serves clients on.
+type ClientAddrs struct {
+	EtcdURL string // e.g. http://127.0.0.1:2379
+	ZKAddr  string // host:port
 }
 
 // Member is one running Janus server's replicated state: a core.Backend.
+//
+// Leases are owned by the leader: its lessor counts them down and proposes
+// the revocation of expired ones; every member follows grants and revokes
+// through the log, and a member that becomes leader gives every lease a
+// fresh full TTL. Keep-alives received by a follower go to the leader's
+// lessor through zab.CallLeader.
 type Member struct {
 	cfg    MemberConfig
 	log    *slog.Logger
-	store  *store.Store
 	zab    *zab.Member
-	hub    *core.Hub
 	lessor *lessor
 
+	// mu guards the state and the hub, which a snapshot restore replaces
+	// together; readers hold it only to pick them up.
+	mu    sync.RWMutex
+	state *stateRef
+	hub   *core.Hub
+
+	roles roleTracker
+
 	cancel context.CancelFunc
-	done   chan struct{}
+	bg     sync.WaitGroup // role follower, lessor, retiring stores
 }
 
 var _ core.Backend = (*Member)(nil)
 
-// OpenMember opens (or creates) the member's data and replays its log.
+// OpenMember opens (or creates) the member's data, replays its log and
+// joins the ensemble.
 func OpenMember(cfg MemberConfig) (*Member, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("server: no data dir")
@@ -72,39 +113,58 @@ func OpenMember(cfg MemberConfig) (*Member, error) {
 	if cfg.LeaseCheckInterval <= 0 {
 		cfg.LeaseCheckInterval = 100 * time.Millisecond
 	}
+	if cfg.TrimInterval <= 0 {
+		cfg.TrimInterval = time.Minute
+	}
 	if cfg.Name == "" {
 		cfg.Name = fmt.Sprintf("janus-%d", cfg.ID)
+	}
+	if cfg.PeerURL == "" {
+		if a, ok := cfg.Peers[cfg.ID]; ok {
+			cfg.PeerURL = "http://" + a
+		} else if a, ok := cfg.Observers[cfg.ID]; ok {
+			cfg.PeerURL = "http://" + a
+		}
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("server: data dir: %w", err)
 	}
-	st, err := store.Open(store.Config{Dir: filepath.Join(cfg.DataDir, "state"), Logger: cfg.Logger.With("component", "store")})
+	m := &Member{cfg: cfg, log: cfg.Logger}
+	ref, err := m.openState()
 	if err != nil {
-		return nil, fmt.Errorf("server: open state: %w", err)
+		return nil, err
 	}
-	m := &Member{cfg: cfg, log: cfg.Logger, store: st, done: make(chan struct{})}
-	m.hub = core.NewHub(history{st}, st.Rev(), 0)
+	m.state = ref
+	m.hub = core.NewHub(history{ref.st}, ref.st.Rev(), 0)
 	m.lessor = newLessor(cfg.Clock, cfg.MinLeaseTTL, m.Propose, cfg.Logger.With("component", "lessor"))
-	m.zab, err = zab.Open(zab.Config{
-		Dir:          filepath.Join(cfg.DataDir, "log"),
-		Logger:       cfg.Logger.With("component", "zab"),
-		Clock:        cfg.Clock,
-		TrimInterval: time.Minute,
-	}, &stateMachine{m: m})
-	if err != nil {
-		st.Close()
-		return nil, fmt.Errorf("server: open log: %w", err)
-	}
-	if err := m.lessor.load(st); err != nil {
-		m.zab.Close()
-		st.Close()
+	if err := m.lessor.load(ref.st); err != nil {
+		ref.st.Close()
 		return nil, fmt.Errorf("server: load leases: %w", err)
 	}
+	m.zab, err = zab.Open(zab.Config{
+		Dir:               filepath.Join(cfg.DataDir, "log"),
+		Logger:            cfg.Logger.With("component", "zab"),
+		Clock:             cfg.Clock,
+		TrimInterval:      cfg.TrimInterval,
+		ID:                cfg.ID,
+		Peers:             cfg.Peers,
+		Observers:         cfg.Observers,
+		Transport:         cfg.Transport,
+		ElectionTimeout:   cfg.ElectionTimeout,
+		HeartbeatInterval: cfg.HeartbeatInterval,
+	}, &stateMachine{m: m})
+	if err != nil {
+		m.hub.Close()
+		ref.st.Close()
+		return nil, fmt.Errorf("server: open log: %w", err)
+	}
+	m.zab.SetLeaderHandler(m.serveLeaderCall)
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
+	m.bg.Add(1)
 	go func() {
-		defer close(m.done)
-		m.lessor.run(ctx, cfg.LeaseCheckInterval)
+		defer m.bg.Done()
+		m.followRoles(ctx)
 	}()
 	return m, nil
 }
@@ -112,14 +172,26 @@ func OpenMember(cfg MemberConfig) (*Member, error) {
 // Close stops the member: the lessor, the log, the hub, then the state.
 func (m *Member) Close() error {
 	m.cancel()
-	<-m.done
 	errLog := m.zab.Close()
-	m.hub.Close()
-	errStore := m.store.Close()
+	m.bg.Wait()
+	m.mu.Lock()
+	hub, ref := m.hub, m.state
+	m.mu.Unlock()
+	hub.Close()
+	ref.views.Wait()
+	errStore := ref.st.Close()
 	return errors.Join(errLog, errStore)
 }
 
-// stateMachine is what zab applies committed entries to.
+// current returns the state and hub in use.
+func (m *Member) current() (*stateRef, *core.Hub) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.state, m.hub
+}
+
+// stateMachine is what zab applies committed entries to. zab calls it from
+// one goroutine, so it reads m.state without holding a view.
 type stateMachine struct{ m *Member }
 
 func (s *stateMachine) Apply(entries []zab.Entry) ([]any, error) {
@@ -131,11 +203,12 @@ func (s *stateMachine) Apply(entries []zab.Entry) ([]any, error) {
 		}
 		ces[i] = core.Entry{Index: e.Index, Time: e.Time, Op: *op}
 	}
-	results, batches, err := s.m.store.Apply(ces)
+	ref, hub := s.m.current()
+	results, batches, err := ref.st.Apply(ces)
 	if err != nil {
 		return nil, err
 	}
-	s.m.hub.Publish(batches)
+	hub.Publish(batches)
 	s.m.lessor.observe(ces, results)
 	out := make([]any, len(results))
 	for i, r := range results {
@@ -144,8 +217,15 @@ func (s *stateMachine) Apply(entries []zab.Entry) ([]any, error) {
 	return out, nil
 }
 
-func (s *stateMachine) AppliedIndex() uint64  { return s.m.store.AppliedIndex() }
-func (s *stateMachine) Sync() (uint64, error) { return s.m.store.Sync() }
+func (s *stateMachine) AppliedIndex() uint64 {
+	ref, _ := s.m.current()
+	return ref.st.AppliedIndex()
+}
+
+func (s *stateMachine) Sync() (uint64, error) {
+	ref, _ := s.m.current()
+	return ref.st.Sync()
+}
 
 // history adapts the store's event log to the hub.
 type history struct{ st *store.Store }
@@ -162,64 +242,169 @@ func (h history) Events(from, to int64) ([]core.RevEvents, error) {
 	return out, nil
 }
 
-// Propose implements core.Backend.
+// clusterErr turns zab's ensemble errors into the core errors the faces
+// map to their protocols' "no leader" answers.
+func clusterErr(what string, err error) error {
+	switch {
+	case errors.Is(err, zab.ErrNoLeader):
+		return fmt.Errorf("%s: %w", what, core.ErrNoLeader)
+	case errors.Is(err, zab.ErrLeaderChanged):
+		return fmt.Errorf("%s: %w", what, core.ErrLeaderChanged)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// Propose implements core.Backend. A follower forwards the op to the
+// leader and answers once it has applied the commit itself, so the caller
+// reads its own write on this member.
 func (m *Member) Propose(ctx context.Context, op *core.Op) (*core.Result, error) {
 	r, err := m.zab.Propose(ctx, core.EncodeOp(op))
 	if err != nil {
-		return nil, fmt.Errorf("propose: %w", err)
+		return nil, clusterErr("propose", err)
 	}
 	return r.(*core.Result), nil
 }
 
-// Read implements core.Backend.
+// Read implements core.Backend: the local replica's state, which a
+// follower may hold a little behind the leader (Linearize first for a
+// linearizable read).
 func (m *Member) Read(ctx context.Context, rev int64) (core.ReadView, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	m.mu.RLock()
+	ref := m.state
+	ref.views.Add(1)
+	m.mu.RUnlock()
+	var v core.ReadView
+	var err error
 	if rev <= 0 {
-		return m.store.Latest()
+		v, err = ref.st.Latest()
+	} else {
+		v, err = ref.st.At(rev)
 	}
-	return m.store.At(rev)
+	if err != nil {
+		ref.views.Done()
+		return nil, err
+	}
+	return &view{ReadView: v, done: ref.views.Done}, nil
 }
 
-// Linearize implements core.Backend. A single member acknowledges a write
-// only after applying it, so its latest state already holds every write
-// committed before the call.
-func (m *Member) Linearize(ctx context.Context) error { return ctx.Err() }
+// view releases its hold on the state it reads when closed, so a restore
+// can retire the old state once no reader is left.
+type view struct {
+	core.ReadView
+	once sync.Once
+	done func()
+}
+
+func (v *view) Close() {
+	v.once.Do(func() {
+		v.ReadView.Close()
+		v.done()
+	})
+}
+
+// Linearize implements core.Backend: it learns the leader's commit index
+// (the leader confirming with a quorum that it still leads) and waits
+// until this member has applied it.
+func (m *Member) Linearize(ctx context.Context) error {
+	idx, err := m.zab.ReadIndex(ctx)
+	if err != nil {
+		return clusterErr("read index", err)
+	}
+	if err := m.zab.WaitApplied(ctx, idx); err != nil {
+		return fmt.Errorf("wait applied %d: %w", idx, err)
+	}
+	return nil
+}
 
 // Watch implements core.Backend.
-func (m *Member) Watch(rev int64) (*core.Subscription, error) { return m.hub.Subscribe(rev) }
-
-// Leases implements core.Backend.
-func (m *Member) Leases() core.Lessor { return m.lessor }
+func (m *Member) Watch(rev int64) (*core.Subscription, error) {
+	_, hub := m.current()
+	return hub.Subscribe(rev)
+}
 
 // Status implements core.Backend.
 func (m *Member) Status() core.Status {
 	zs := m.zab.Status()
-	st, err := m.store.Status()
+	ref, _ := m.current()
+	st, err := ref.st.Status()
 	if err != nil {
 		m.log.Warn("store status", "err", err)
+	}
+	leader := zs.LeaderID
+	if len(m.cfg.Peers) <= 1 && len(m.cfg.Observers) == 0 {
+		leader = m.cfg.ID // a single member always leads
 	}
 	return core.Status{
 		ClusterID:    clusterID(m.cfg),
 		MemberID:     m.cfg.ID,
-		LeaderID:     m.cfg.ID,
+		LeaderID:     leader,
 		Epoch:        uint64(zs.Epoch),
 		AppliedIndex: zs.AppliedIndex,
 		CommitIndex:  zs.CommittedIndex,
 		Rev:          st.Rev,
 		CompactRev:   st.CompactRev,
 		DBSize:       st.DBSize,
-		Members: []core.Member{{
-			ID: m.cfg.ID, Name: m.cfg.Name, PeerURL: m.cfg.PeerURL, EtcdURL: m.cfg.EtcdURL, ZKAddr: m.cfg.ZKAddr, IsLeader: true,
-		}},
+		Members:      m.members(leader),
 	}
 }
 
-// clusterID is stable for a configuration: a hash of the member set.
+// members lists the ensemble, voters then observers, by ID.
+func (m *Member) members(leader uint64) []core.Member {
+	if len(m.cfg.Peers) == 0 && len(m.cfg.Observers) == 0 {
+		return []core.Member{{ID: m.cfg.ID, Name: m.cfg.Name, PeerURL: m.cfg.PeerURL, EtcdURL: m.cfg.EtcdURL, ZKAddr: m.cfg.ZKAddr, IsLeader: true}}
+	}
+	var out []core.Member
+	for _, group := range []struct {
+		addrs    map[uint64]string
+		observer bool
+	}{{m.cfg.Peers, false}, {m.cfg.Observers, true}} {
+		ids := make([]uint64, 0, len(group.addrs))
+		for id := range group.addrs {
+			ids = append(ids, id)
+		}
+		sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+		for _, id := range ids {
+			c := m.cfg.Clients[id]
+			if id == m.cfg.ID {
+				if m.cfg.EtcdURL != "" {
+					c.EtcdURL = m.cfg.EtcdURL
+				}
+				if m.cfg.ZKAddr != "" {
+					c.ZKAddr = m.cfg.ZKAddr
+				}
+			}
+			out = append(out, core.Member{
+				ID: id, Name: fmt.Sprintf("janus-%d", id), PeerURL: "http://" + group.addrs[id],
+				EtcdURL: c.EtcdURL, ZKAddr: c.ZKAddr, IsLeader: id == leader, IsObserver: group.observer,
+			})
+			if id == m.cfg.ID {
+				out[len(out)-1].Name = m.cfg.Name
+			}
+		}
+	}
+	return out
+}
+
+// clusterID is stable for a configuration: a hash of the member set (of
+// this member's ID alone for a single member).
 func clusterID(cfg MemberConfig) uint64 {
+	desc := fmt.Sprintf("janus/%d", cfg.ID)
+	if len(cfg.Peers) > 0 || len(cfg.Observers) > 0 {
+		var parts []string
+		for id, a := range cfg.Peers {
+			parts = append(parts, fmt.Sprintf("%d=%s", id, a))
+		}
+		for id, a := range cfg.Observers {
+			parts = append(parts, fmt.Sprintf("%d=%s/observer", id, a))
+		}
+		sort.Strings(parts)
+		desc = fmt.Sprintf("janus/%v", parts)
+	}
 	h := uint64(14695981039346656037)
-	for _, b := range []byte(fmt.Sprintf("janus/%d", cfg.ID)) {
+	for _, b := range []byte(desc) {
 		h ^= uint64(b)
 		h *= 1099511628211
 	}

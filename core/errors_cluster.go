@@ -1,0 +1,17 @@
+package core
+
+import "errors"
+
+// Errors a replicated Backend returns when the ensemble, not the op, is the
+// problem. The faces map them to their protocol's own (etcd: "etcdserver:
+// no leader" / "etcdserver: leader changed", both Unavailable; ZooKeeper:
+// ConnectionLoss), so clients retry or move to another server.
+var (
+	// ErrNoLeader: the member knows no leader it is synchronized with (an
+	// election is running, or it is cut off from a quorum). Nothing was
+	// proposed or read; the caller may retry, here or elsewhere.
+	ErrNoLeader = errors.New("core: no leader")
+	// ErrLeaderChanged: the leader changed before the member learned the
+	// write's outcome. It may or may not commit.
+	ErrLeaderChanged = errors.New("core: leader changed")
+)
