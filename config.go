@@ -18,8 +18,22 @@ type Config struct {
 	ZKListen   string
 	HTTPListen string
 	ID         uint64
-	Peers      map[uint64]string
 	LogLevel   slog.Level
+
+	// Ensemble. Peers are the voting members and Observers the non-voting
+	// ones (ID → peer address, which that member listens on); every member
+	// gets the same lists. PeerEtcd and PeerZK are the members' client
+	// addresses, so that etcd MemberList and ZooKeeper srvr/conf can show
+	// the whole ensemble; AdvertiseEtcd and AdvertiseZK override this
+	// member's own (default: its listen addresses, or its entries there).
+	Peers             map[uint64]string
+	Observers         map[uint64]string
+	PeerEtcd          map[uint64]string
+	PeerZK            map[uint64]string
+	AdvertiseEtcd     string
+	AdvertiseZK       string
+	ElectionTimeout   time.Duration
+	HeartbeatInterval time.Duration
 
 	// etcd face
 	MaxRequestBytes     int
@@ -47,7 +61,14 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&cfg.ZKListen, "zk-listen", "127.0.0.1:2181", "address for ZooKeeper clients")
 	fs.StringVar(&cfg.HTTPListen, "http-listen", "127.0.0.1:8080", "address for /health, the etcd JSON gateway (/v3/...), ZooKeeper admin commands (/commands/...) and /debug/pprof")
 	fs.Uint64Var(&cfg.ID, "id", 1, "this member's ID in the ensemble")
-	peers := fs.String("peers", "", "ensemble members as id=host:port,... (reserved: replication is not available yet)")
+	peers := fs.String("peers", "", "voting ensemble members as id=host:port,... (peer addresses, this member included; empty: a single member)")
+	observers := fs.String("observers", "", "non-voting ensemble members as id=host:port,... (they receive commits and serve reads)")
+	peerEtcd := fs.String("peer-etcd", "", "every member's etcd client address as id=host:port,... (shown by MemberList)")
+	peerZK := fs.String("peer-zk", "", "every member's ZooKeeper client address as id=host:port,... (shown by srvr/conf)")
+	fs.StringVar(&cfg.AdvertiseEtcd, "advertise-etcd", "", "etcd client address this member advertises (default: its --peer-etcd entry, else --etcd-listen)")
+	fs.StringVar(&cfg.AdvertiseZK, "advertise-zk", "", "ZooKeeper client address this member advertises (default: its --peer-zk entry, else --zk-listen)")
+	fs.DurationVar(&cfg.ElectionTimeout, "election-timeout", time.Second, "how long without a leader (or, on the leader, without a quorum) before an election")
+	fs.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", 100*time.Millisecond, "the leader's heartbeat period")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	fs.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", 1536*1024, "largest etcd request accepted, in bytes")
 	fs.DurationVar(&cfg.WatchProgressNotify, "watch-progress-notify-interval", 10*time.Minute, "how often etcd watches with progress_notify get a progress notification")
@@ -66,15 +87,24 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	if err := cfg.LogLevel.UnmarshalText([]byte(*level)); err != nil {
 		return cfg, fmt.Errorf("--log-level: %w", err)
 	}
-	var err error
-	if cfg.Peers, err = parsePeers(*peers); err != nil {
-		return cfg, fmt.Errorf("--peers: %w", err)
-	}
-	if len(cfg.Peers) > 1 {
-		return cfg, errors.New("--peers: replication is not available yet; run a single member (leave --peers empty)")
-	}
 	if cfg.ID == 0 {
 		return cfg, errors.New("--id must be at least 1")
+	}
+	for _, l := range []struct {
+		flag, value string
+		dst         *map[uint64]string
+	}{{"peers", *peers, &cfg.Peers}, {"observers", *observers, &cfg.Observers}, {"peer-etcd", *peerEtcd, &cfg.PeerEtcd}, {"peer-zk", *peerZK, &cfg.PeerZK}} {
+		m, err := parsePeers(l.value)
+		if err != nil {
+			return cfg, fmt.Errorf("--%s: %w", l.flag, err)
+		}
+		*l.dst = m
+	}
+	if err := checkEnsemble(cfg); err != nil {
+		return cfg, err
+	}
+	if cfg.ElectionTimeout <= 0 || cfg.HeartbeatInterval <= 0 || cfg.HeartbeatInterval >= cfg.ElectionTimeout {
+		return cfg, errors.New("--heartbeat-interval and --election-timeout must be positive, the heartbeat shorter")
 	}
 	if cfg.MaxRequestBytes <= 0 || cfg.MaxBuffer <= 0 {
 		return cfg, errors.New("--max-request-bytes and --jute-maxbuffer must be positive")
@@ -83,6 +113,36 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 		return cfg, errors.New("--tick-time must be positive")
 	}
 	return cfg, nil
+}
+
+// checkEnsemble refuses ensemble flags that cannot describe one ensemble.
+func checkEnsemble(cfg Config) error {
+	if len(cfg.Peers) == 0 {
+		if len(cfg.Observers) > 0 {
+			return errors.New("--observers needs --peers: observers follow a voting ensemble")
+		}
+		return nil
+	}
+	for id := range cfg.Observers {
+		if _, both := cfg.Peers[id]; both {
+			return fmt.Errorf("member %d is in both --peers and --observers", id)
+		}
+	}
+	_, voter := cfg.Peers[cfg.ID]
+	_, observer := cfg.Observers[cfg.ID]
+	if !voter && !observer {
+		return fmt.Errorf("--id %d is in neither --peers nor --observers", cfg.ID)
+	}
+	for flag, m := range map[string]map[uint64]string{"--peer-etcd": cfg.PeerEtcd, "--peer-zk": cfg.PeerZK} {
+		for id := range m {
+			_, v := cfg.Peers[id]
+			_, o := cfg.Observers[id]
+			if !v && !o {
+				return fmt.Errorf("%s names member %d, which is not in --peers or --observers", flag, id)
+			}
+		}
+	}
+	return nil
 }
 
 func parsePeers(s string) (map[uint64]string, error) {

@@ -61,12 +61,30 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 	}
 	addrs := Addrs{Etcd: ls[0].Addr().String(), ZK: ls[1].Addr().String(), HTTP: ls[2].Addr().String()}
 
+	etcdAddr := firstOf(cfg.AdvertiseEtcd, cfg.PeerEtcd[cfg.ID], addrs.Etcd)
+	zkAddr := firstOf(cfg.AdvertiseZK, cfg.PeerZK[cfg.ID], addrs.ZK)
+	clients := map[uint64]server.ClientAddrs{}
+	for id, a := range cfg.PeerEtcd {
+		c := clients[id]
+		c.EtcdURL = "http://" + a
+		clients[id] = c
+	}
+	for id, a := range cfg.PeerZK {
+		c := clients[id]
+		c.ZKAddr = a
+		clients[id] = c
+	}
 	member, err := server.OpenMember(server.MemberConfig{
-		DataDir: cfg.DataDir,
-		Logger:  logger,
-		ID:      cfg.ID,
-		EtcdURL: "http://" + addrs.Etcd,
-		ZKAddr:  addrs.ZK,
+		DataDir:           cfg.DataDir,
+		Logger:            logger,
+		ID:                cfg.ID,
+		EtcdURL:           "http://" + etcdAddr,
+		ZKAddr:            zkAddr,
+		Peers:             cfg.Peers,
+		Observers:         cfg.Observers,
+		Clients:           clients,
+		ElectionTimeout:   cfg.ElectionTimeout,
+		HeartbeatInterval: cfg.HeartbeatInterval,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
@@ -110,6 +128,16 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 	return n, nil
 }
 
+// firstOf returns the first non-empty string.
+func firstOf(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
 func splitList(s string) []string {
 	if s == "" || s == "*" {
 		return nil
@@ -135,6 +163,13 @@ func (n *node) health(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v.Close()
+	// Like etcd: a member that knows no leader cannot serve writes or
+	// linearizable reads, so it is not healthy.
+	if n.member.Status().LeaderID == 0 {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, `{"health":"false","reason":"no leader"}`)
+		return
+	}
 	fmt.Fprintln(w, `{"health":"true","reason":""}`)
 }
 
