@@ -133,10 +133,7 @@ func (c *Cluster) spawn(n *Node) error {
 		"--data-dir", n.DataDir,
 		"--etcd-listen", n.EtcdAddr, "--zk-listen", n.ZKAddr, "--http-listen", n.HTTPAddr,
 	}
-	if len(c.args) > 0 {
-		args = append(args, "--peer-listen", n.PeerAddr)
-		args = append(args, c.args...)
-	}
+	args = append(args, c.args...)
 	args = append(args, c.opts.Args...)
 	logFile, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -160,7 +157,9 @@ func (c *Cluster) spawn(n *Node) error {
 	return nil
 }
 
-// waitReady polls the node's /health until it answers 200.
+// waitReady polls the node's /health until it answers at all: the process
+// is up and serving. (It may answer 503 while there is no leader; a
+// restarted member of a cluster without a quorum is up but not healthy.)
 func (c *Cluster) waitReady(n *Node) error {
 	deadline := time.Now().Add(c.opts.ReadyTimeout)
 	client := &http.Client{Timeout: time.Second}
@@ -176,9 +175,7 @@ func (c *Cluster) waitReady(n *Node) error {
 		resp, err := client.Get("http://" + n.HTTPAddr + "/health")
 		if err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
+			return nil
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("cluster: node %d not ready after %v:\n%s", n.ID, c.opts.ReadyTimeout, tail(n.LogPath, 30))
