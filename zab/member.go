@@ -238,6 +238,9 @@ type proposal struct {
 	ctx  context.Context
 	data []byte
 	done chan result // buffered 1: the writer or applier never blocks on it
+	// Replicated members only.
+	reqID      uint64
+	dispatched bool // its entry was handed to the applier (under replica.wmu)
 }
 
 type result struct {
@@ -265,9 +268,6 @@ func Open(cfg Config, sm StateMachine) (*Member, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.replicated() {
-		return nil, errors.New("zab: replication is not built yet")
-	}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("zab: create log directory: %w", err)
 	}
@@ -275,7 +275,12 @@ func Open(cfg Config, sm StateMachine) (*Member, error) {
 	if err != nil {
 		return nil, fmt.Errorf("zab: %w", err)
 	}
-	m, err := open(cfg, sm, lock)
+	var m *Member
+	if cfg.replicated() {
+		m, err = openReplicated(cfg, sm, lock)
+	} else {
+		m, err = open(cfg, sm, lock)
+	}
 	if err != nil {
 		lock.release()
 		return nil, fmt.Errorf("zab: open %s: %w", cfg.Dir, err)
@@ -381,6 +386,9 @@ func (m *Member) Propose(ctx context.Context, data []byte) (any, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if m.rep != nil {
+		return m.rep.propose(ctx, data)
+	}
 	p := &proposal{ctx: ctx, data: append([]byte(nil), data...), done: make(chan result, 1)}
 	select {
 	case m.proposals <- p:
@@ -451,7 +459,7 @@ func (m *Member) Status() Status {
 	default:
 	}
 	if m.rep != nil {
-		return m.rep.status(stopped)
+		return m.rep.statusOf(stopped)
 	}
 	return Status{
 		ID:             m.cfg.ID,

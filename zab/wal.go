@@ -50,10 +50,13 @@ type wal struct {
 	logger      *slog.Logger
 	segmentSize int64
 
-	mu   sync.Mutex
-	segs []segment // ascending by index; the last is the active segment
-	runs []zxidRun // ascending; cover (base.index, lastIndex]
-	base logBase
+	// shape serializes the operations that remove segment files (trim,
+	// truncate, reset), which may come from different goroutines.
+	shape sync.Mutex
+	mu    sync.Mutex
+	segs  []segment // ascending by index; the last is the active segment
+	runs  []zxidRun // ascending; cover (base.index, lastIndex]
+	base  logBase
 
 	// Writer-owned.
 	active     *os.File
@@ -260,6 +263,8 @@ func (w *wal) reset(next uint64) error { return w.resetAt(logBase{index: next - 
 // its next entry is base.index+1. A follower that installed a snapshot
 // continues from the snapshot's index and zxid this way.
 func (w *wal) resetAt(base logBase) error {
+	w.shape.Lock()
+	defer w.shape.Unlock()
 	if err := w.close(); err != nil {
 		return err
 	}
@@ -284,6 +289,8 @@ func (w *wal) truncateAfter(index uint64) error {
 	if index >= w.lastIndex {
 		return nil
 	}
+	w.shape.Lock()
+	defer w.shape.Unlock()
 	w.mu.Lock()
 	base := w.base
 	zxid, known := w.zxidAtLocked(index)
@@ -418,6 +425,8 @@ func (w *wal) roll(first uint64) error {
 // trimThrough removes every sealed segment whose entries are all at or
 // below index. The active segment is never removed.
 func (w *wal) trimThrough(index uint64) (removed int, err error) {
+	w.shape.Lock()
+	defer w.shape.Unlock()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	n := 0

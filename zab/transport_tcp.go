@@ -1,0 +1,340 @@
+package zab
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"time"
+)
+
+// TCPConfig configures a TCPTransport.
+type TCPConfig struct {
+	ID     uint64
+	Listen string            // address to listen on (this member's peer address)
+	Peers  map[uint64]string // every other member's peer address (this member's entry is ignored)
+	Logger *slog.Logger
+	// DialTimeout (default 1 s) and WriteTimeout (default 5 s) bound one
+	// connection attempt and one frame write; IdleTimeout (default 30 s)
+	// closes an inbound connection that sends nothing (the leader's
+	// heartbeats and the followers' answers keep live ones busy).
+	DialTimeout, WriteTimeout, IdleTimeout time.Duration
+	// MaxFrame bounds one message (default 1 GiB; a snapshot travels as one
+	// message).
+	MaxFrame int
+	// QueueSize is the per-peer send queue (default 4096 messages); Send
+	// drops when it is full.
+	QueueSize int
+}
+
+// TCPTransport sends each peer's messages over one outbound TCP connection
+// and receives over the connections peers open to it, so each ordered pair
+// of members has one connection and messages between two members arrive
+// in the order they were sent. Frames are
+//
+//	length uint32 | crc32c uint32 | message
+//
+// and a connection starts with a hello frame naming the sender. A frame
+// that is too long, fails its checksum or does not decode closes that
+// connection only. A broken outbound connection is redialed with jittered
+// exponential backoff (50 ms to 2 s); what was queued meanwhile is sent
+// then, what overflowed the queue is lost.
+type TCPTransport struct {
+	cfg    TCPConfig
+	log    *slog.Logger
+	ln     net.Listener
+	recv   chan Envelope
+	peers  map[uint64]*tcpPeer
+	stopCh chan struct{}
+	wg     sync.WaitGroup // every goroutine but the ones reading inbound connections
+	rwg    sync.WaitGroup // inbound readers
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+}
+
+type tcpPeer struct {
+	id   uint64
+	addr string
+	q    chan Message
+}
+
+const (
+	frameHeader = 8
+	helloMagic  = "JZABHI1"
+)
+
+// NewTCPTransport listens on cfg.Listen and starts a sender per peer.
+func NewTCPTransport(cfg TCPConfig) (*TCPTransport, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = time.Second
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 5 * time.Second
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 30 * time.Second
+	}
+	if cfg.MaxFrame <= 0 {
+		cfg.MaxFrame = 1 << 30
+	}
+	if cfg.QueueSize <= 0 {
+		cfg.QueueSize = 4096
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("zab: listen for peers on %s: %w", cfg.Listen, err)
+	}
+	t := &TCPTransport{
+		cfg: cfg, log: cfg.Logger.With("component", "zab-transport"), ln: ln,
+		recv:   make(chan Envelope, 8192),
+		peers:  make(map[uint64]*tcpPeer),
+		stopCh: make(chan struct{}),
+		conns:  make(map[net.Conn]struct{}),
+	}
+	for id, addr := range cfg.Peers {
+		if id == cfg.ID {
+			continue
+		}
+		p := &tcpPeer{id: id, addr: addr, q: make(chan Message, cfg.QueueSize)}
+		t.peers[id] = p
+		t.wg.Add(1)
+		go t.runSender(p)
+	}
+	t.wg.Add(1)
+	go t.acceptLoop()
+	return t, nil
+}
+
+// Addr is the address the transport listens on.
+func (t *TCPTransport) Addr() net.Addr { return t.ln.Addr() }
+
+// Send implements Transport.
+func (t *TCPTransport) Send(to uint64, m Message) {
+	p := t.peers[to]
+	if p == nil {
+		return
+	}
+	select {
+	case p.q <- m:
+	default:
+	}
+}
+
+// Receive implements Transport.
+func (t *TCPTransport) Receive() <-chan Envelope { return t.recv }
+
+// Close implements Transport.
+func (t *TCPTransport) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	close(t.stopCh)
+	for c := range t.conns {
+		c.Close()
+	}
+	t.mu.Unlock()
+	err := t.ln.Close()
+	t.wg.Wait()
+	t.rwg.Wait()
+	close(t.recv)
+	return err
+}
+
+func (t *TCPTransport) track(c net.Conn) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		c.Close()
+		return false
+	}
+	t.conns[c] = struct{}{}
+	return true
+}
+
+func (t *TCPTransport) untrack(c net.Conn) {
+	t.mu.Lock()
+	delete(t.conns, c)
+	t.mu.Unlock()
+	c.Close()
+}
+
+func (t *TCPTransport) acceptLoop() {
+	defer t.wg.Done()
+	for {
+		c, err := t.ln.Accept()
+		if err != nil {
+			select {
+			case <-t.stopCh:
+				return
+			default:
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			t.log.Warn("accept peer connection", "err", err)
+			select {
+			case <-t.stopCh:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			continue
+		}
+		if !t.track(c) {
+			continue
+		}
+		t.rwg.Add(1)
+		go t.readConn(c)
+	}
+}
+
+func (t *TCPTransport) readConn(c net.Conn) {
+	defer t.rwg.Done()
+	defer t.untrack(c)
+	br := bufio.NewReaderSize(c, 64<<10)
+	c.SetReadDeadline(time.Now().Add(t.cfg.IdleTimeout))
+	hello, err := readFrame(br, 64)
+	if err != nil || len(hello) < len(helloMagic) || string(hello[:len(helloMagic)]) != helloMagic {
+		t.log.Warn("bad peer hello; closing connection", "remote", c.RemoteAddr(), "err", err)
+		return
+	}
+	from, n := binary.Uvarint(hello[len(helloMagic):])
+	if n <= 0 {
+		return
+	}
+	if _, known := t.cfg.Peers[from]; !known || from == t.cfg.ID {
+		t.log.Warn("connection from an unknown member; closing", "remote", c.RemoteAddr(), "id", from)
+		return
+	}
+	for {
+		c.SetReadDeadline(time.Now().Add(t.cfg.IdleTimeout))
+		frame, err := readFrame(br, t.cfg.MaxFrame)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				t.log.Debug("peer connection ends", "from", from, "err", err)
+			}
+			return
+		}
+		m, err := DecodeMessage(frame)
+		if err != nil {
+			t.log.Warn("malformed message; closing connection", "from", from, "err", err)
+			return
+		}
+		select {
+		case t.recv <- Envelope{From: from, Msg: m}:
+		case <-t.stopCh:
+			return
+		}
+	}
+}
+
+func readFrame(r io.Reader, maxLen int) ([]byte, error) {
+	var hdr [frameHeader]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
+	}
+	n := binary.LittleEndian.Uint32(hdr[:])
+	if int64(n) > int64(maxLen) {
+		return nil, fmt.Errorf("frame of %d bytes exceeds the limit %d", n, maxLen)
+	}
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return nil, err
+	}
+	if got, want := crc32.Checksum(buf, crcTable), binary.LittleEndian.Uint32(hdr[4:]); got != want {
+		return nil, fmt.Errorf("frame checksum mismatch")
+	}
+	return buf, nil
+}
+
+func appendFrame(dst, payload []byte) []byte {
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(payload)))
+	dst = binary.LittleEndian.AppendUint32(dst, crc32.Checksum(payload, crcTable))
+	return append(dst, payload...)
+}
+
+// runSender owns the outbound connection to one peer.
+func (t *TCPTransport) runSender(p *tcpPeer) {
+	defer t.wg.Done()
+	backoff := 50 * time.Millisecond
+	var c net.Conn
+	var bw *bufio.Writer
+	defer func() {
+		if c != nil {
+			t.untrack(c)
+		}
+	}()
+	var buf []byte
+	for {
+		var m Message
+		select {
+		case <-t.stopCh:
+			return
+		case m = <-p.q:
+		}
+		for c == nil {
+			d := net.Dialer{Timeout: t.cfg.DialTimeout}
+			conn, err := d.Dial("tcp", p.addr)
+			if err == nil {
+				if !t.track(conn) {
+					return
+				}
+				hello := binary.AppendUvarint([]byte(helloMagic), t.cfg.ID)
+				conn.SetWriteDeadline(time.Now().Add(t.cfg.WriteTimeout))
+				if _, err = conn.Write(appendFrame(nil, hello)); err == nil {
+					c, bw = conn, bufio.NewWriterSize(conn, 64<<10)
+					backoff = 50 * time.Millisecond
+					break
+				}
+				t.untrack(conn)
+			}
+			t.log.Debug("dial peer", "peer", p.id, "addr", p.addr, "err", err)
+			wait := backoff/2 + rand.N(backoff/2+1)
+			backoff = min(2*backoff, 2*time.Second)
+			select {
+			case <-t.stopCh:
+				return
+			case <-time.After(wait):
+			}
+		}
+		// Write m and whatever else is queued, then flush once.
+		c.SetWriteDeadline(time.Now().Add(t.cfg.WriteTimeout))
+		var err error
+		for {
+			buf = AppendMessage(buf[:0], &m)
+			if _, err = bw.Write(appendFrame(nil, buf)); err != nil {
+				break
+			}
+			select {
+			case m = <-p.q:
+				continue
+			default:
+			}
+			break
+		}
+		if err == nil {
+			err = bw.Flush()
+		}
+		if err != nil {
+			t.log.Debug("peer connection broken", "peer", p.id, "err", err)
+			t.untrack(c)
+			c, bw = nil, nil
+		}
+		if cap(buf) > 1<<20 {
+			buf = nil
+		}
+	}
+}
