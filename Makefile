@@ -64,3 +64,18 @@ tools:
 	mv -f bin/etcdctl.tmp bin/etcdctl
 	$(GO) build -o bin/etcd.tmp go.etcd.io/etcd/server/v3
 	mv -f bin/etcd.tmp bin/etcd
+
+# A 3-member ensemble on loopback (deploy/local-cluster.sh; NODES, RUN_DIR,
+# BASE_PORT tune it). cluster-stop stops only the members it started.
+.PHONY: cluster cluster-stop chaos
+cluster: build
+	JANUS_BIN=$(CURDIR)/bin/janus deploy/local-cluster.sh start
+
+cluster-stop:
+	deploy/local-cluster.sh stop
+
+# The long form of the cluster tests: the same faults and checks as in make
+# test, for CHAOS_DURATION per scenario.
+CHAOS_DURATION ?= 2m
+chaos:
+	JANUS_CHAOS_DURATION=$(CHAOS_DURATION) $(GO) test -count=1 -timeout 60m -v -run 'Test(Single|Cluster)' ./internal/cluster
