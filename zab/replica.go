@@ -931,4 +931,3 @@ func (r *replica) applyOther(it applyItem) error {
 	}
 	return nil
 }
-
