@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"fmt"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -10,41 +11,60 @@ import (
 
 // applyBase is the View Apply's overlay reads: Badger at the applied index,
 // so that writes a crash left above it are invisible. It remembers the node
-// records it read, raw, for the event recorder.
+// records it read, raw and decoded, for the event recorder: handing out the
+// same decoded node each time lets the recorder see that an event's Prev is
+// exactly the stored record without encoding it again.
 type applyBase struct {
 	reader
-	raw map[string][]byte // key -> stored node encoding, nil if absent
+	raw map[string]baseNode
+}
+
+// baseNode is a node record as stored at the applied index.
+type baseNode struct {
+	enc  []byte     // stored encoding, nil if absent
+	node *core.Node // decoded, once asked for
 }
 
 func (b *applyBase) Node(key []byte) (*core.Node, error) {
-	enc, err := b.rawNode(key)
-	if err != nil || enc == nil {
+	rec, err := b.lookup(key)
+	if err != nil || rec.enc == nil {
 		return nil, err
 	}
-	return core.DecodeNode(append([]byte(nil), key...), enc)
+	if rec.node == nil {
+		if rec.node, err = core.DecodeNode(bytes.Clone(key), rec.enc); err != nil {
+			return nil, err
+		}
+		b.raw[string(key)] = rec
+	}
+	return rec.node, nil
 }
 
-func (b *applyBase) rawNode(key []byte) ([]byte, error) {
-	if enc, ok := b.raw[string(key)]; ok {
-		return enc, nil
+func (b *applyBase) lookup(key []byte) (baseNode, error) {
+	if rec, ok := b.raw[string(key)]; ok {
+		return rec, nil
 	}
 	enc, err := b.get(nodeKey(key))
 	if err != nil {
-		return nil, err
+		return baseNode{}, err
 	}
-	b.raw[string(key)] = enc
-	return enc, nil
+	rec := baseNode{enc: enc}
+	b.raw[string(key)] = rec
+	return rec, nil
 }
 
 // groupWrites is what one Apply call writes, built before any of it is.
 type groupWrites struct {
 	batches []*core.Batch
-	events  [][]byte // event record per batch, nil when it made no revision
-	// nodes holds the stored encoding of every node the group wrote so
-	// far (nil for a delete): the state entries later in the group see.
-	nodes map[string][]byte
+	events  [][]byte   // event record per batch, nil when it made no revision
+	encs    [][][]byte // per batch, the encoding of each NodeWrite (nil: delete)
+	// nodes holds every node the group wrote so far, with its encoding
+	// (nil node and encoding for a delete): the state later entries see.
+	nodes map[string]baseNode
 	// revIndex maps the revisions the group created to their entries.
 	revIndex map[int64]uint64
+	// lastMeta is the position in batches of the last batch that changed
+	// core.Meta, -1 if none did.
+	lastMeta int
 }
 
 // Apply applies a group of committed entries in order and makes their
@@ -67,10 +87,10 @@ func (s *Store) Apply(entries []core.Entry) ([]*core.Result, []*core.Batch, erro
 		return nil, nil, nil
 	}
 	st := s.state.Load()
-	base := &applyBase{reader: reader{s.db.NewTransactionAt(st.applied, false)}, raw: map[string][]byte{}}
+	base := &applyBase{reader: reader{s.db.NewTransactionAt(st.applied, false)}, raw: map[string]baseNode{}}
 	defer base.txn.Discard()
 	ov := core.NewOverlay(base)
-	g := &groupWrites{nodes: map[string][]byte{}, revIndex: map[int64]uint64{}}
+	g := &groupWrites{nodes: map[string]baseNode{}, revIndex: map[int64]uint64{}, lastMeta: -1}
 	results := make([]*core.Result, 0, len(entries))
 	last := st.applied
 	for i := range entries {
@@ -118,24 +138,37 @@ func (s *Store) Apply(entries []core.Entry) ([]*core.Result, []*core.Batch, erro
 	return results, g.batches, nil
 }
 
-// add records one entry's batch and its event record.
+// add records one entry's batch and its event record. Each node written is
+// encoded once, here; the event recorder and the Badger write reuse it.
 func (g *groupWrites) add(b *core.Batch, base *applyBase) error {
+	encs := make([][]byte, len(b.Nodes))
+	for i, w := range b.Nodes {
+		if w.Node != nil {
+			encs[i] = core.AppendNode(nil, w.Node)
+		}
+	}
 	var rec []byte
 	if b.Changed {
-		after := map[string][]byte{}
-		for _, w := range b.Nodes {
-			if w.Node != nil {
-				after[string(w.Key)] = core.AppendNode(nil, w.Node)
-			}
-		}
 		er := eventRecorder{
-			before: func(key []byte) ([]byte, error) {
-				if enc, ok := g.nodes[string(key)]; ok {
-					return enc, nil
+			before: func(key []byte) (*core.Node, []byte, error) {
+				if w, ok := g.nodes[string(key)]; ok {
+					return w.node, w.enc, nil
 				}
-				return base.rawNode(key)
+				n, err := base.Node(key)
+				if err != nil || n == nil {
+					return nil, nil, err
+				}
+				return n, base.raw[string(key)].enc, nil
 			},
-			after: func(key []byte) []byte { return after[string(key)] },
+			after: func(key []byte) (*core.Node, []byte) {
+				// Written keys are few per entry: a scan beats a map.
+				for i := len(b.Nodes) - 1; i >= 0; i-- {
+					if bytes.Equal(b.Nodes[i].Key, key) {
+						return b.Nodes[i].Node, encs[i]
+					}
+				}
+				return nil, nil
+			},
 		}
 		var err error
 		if rec, err = er.record(b); err != nil {
@@ -143,25 +176,33 @@ func (g *groupWrites) add(b *core.Batch, base *applyBase) error {
 		}
 		g.revIndex[b.Rev] = b.Index
 	}
-	for _, w := range b.Nodes {
-		var enc []byte
-		if w.Node != nil {
-			enc = core.AppendNode(nil, w.Node)
-		}
-		g.nodes[string(w.Key)] = enc
+	for i, w := range b.Nodes {
+		g.nodes[string(w.Key)] = baseNode{enc: encs[i], node: w.Node}
+	}
+	if b.Meta != nil {
+		g.lastMeta = len(g.batches)
 	}
 	g.batches = append(g.batches, b)
 	g.events = append(g.events, rec)
+	g.encs = append(g.encs, encs)
 	return nil
 }
 
 // write puts every batch of the group into Badger at its entry's index,
-// then trims the revision index and event log below any new compact
-// revision.
+// then trims the event log below any new compact revision.
+//
+// core.Meta is written once per group, by the last batch that changed it,
+// rather than by every entry: at the applied index, where the latest state
+// and the next group read it, it is exact. A View at an older revision reads
+// at a timestamp that may fall inside a group, where the record can lag;
+// View.Meta takes the revision from the View itself, and the compact
+// revision, the only other field, is still written by every entry that
+// changes it.
 func (s *Store) write(g *groupWrites, compactRev int64) error {
 	wb := s.db.NewManagedWriteBatch()
 	for i, b := range g.batches {
-		if err := writeBatch(wb, b, g.events[i]); err != nil {
+		writeMeta := b.Meta != nil && (i == g.lastMeta || b.Compact != 0)
+		if err := writeBatch(wb, b, g.encs[i], g.events[i], writeMeta); err != nil {
 			wb.Cancel()
 			return fmt.Errorf("store: write entry %d: %w", b.Index, err)
 		}
@@ -182,7 +223,10 @@ func (s *Store) write(g *groupWrites, compactRev int64) error {
 	return nil
 }
 
-func writeBatch(wb *badger.WriteBatch, b *core.Batch, events []byte) error {
+// writeBatch writes one entry's records at its index. encs holds the
+// encoding of each of b.Nodes. The revision's event record also serves as
+// the revision index (see reader.revIndex).
+func writeBatch(wb *badger.WriteBatch, b *core.Batch, encs [][]byte, events []byte, writeMeta bool) error {
 	ts := b.Index
 	set := func(key, value []byte) error {
 		if value == nil {
@@ -191,10 +235,10 @@ func writeBatch(wb *badger.WriteBatch, b *core.Batch, events []byte) error {
 		return wb.SetEntryAt(badger.NewEntry(key, value), ts)
 	}
 	del := func(key []byte) error { return wb.DeleteAt(key, ts) }
-	for _, w := range b.Nodes {
+	for i, w := range b.Nodes {
 		var err error
 		if w.Node != nil {
-			err = set(nodeKey(w.Key), core.AppendNode(nil, w.Node))
+			err = set(nodeKey(w.Key), encs[i])
 		} else {
 			err = del(nodeKey(w.Key))
 		}
@@ -246,15 +290,12 @@ func writeBatch(wb *badger.WriteBatch, b *core.Batch, events []byte) error {
 			return err
 		}
 	}
-	if b.Meta != nil {
+	if writeMeta {
 		if err := set(metaKey(metaCore), core.AppendMeta(nil, *b.Meta)); err != nil {
 			return err
 		}
 	}
 	if b.Changed {
-		if err := set(revIndexKey(b.Rev), encodeUint64(b.Index)); err != nil {
-			return err
-		}
 		if err := set(eventKey(b.Rev), events); err != nil {
 			return err
 		}
@@ -262,18 +303,20 @@ func writeBatch(wb *badger.WriteBatch, b *core.Batch, events []byte) error {
 	return nil
 }
 
-// trimHistory deletes, at timestamp ts, the revision index and event log
-// records of revisions [from, to), a bounded chunk per write.
+// trimHistory deletes, at timestamp ts, the event log records (which are the
+// revision index too) of revisions [from, to), a bounded chunk per write.
+// The only separate revision index record a store has is the restored
+// revision's, written by RestoreSnapshot.
 func (s *Store) trimHistory(from, to int64, ts uint64) error {
 	for lo := from; lo < to; lo += compactChunk {
 		hi := min(lo+compactChunk, to)
 		wb := s.db.NewManagedWriteBatch()
 		for rev := lo; rev < hi; rev++ {
-			if err := wb.DeleteAt(revIndexKey(rev), ts); err != nil {
-				wb.Cancel()
-				return fmt.Errorf("store: trim history at revision %d: %w", rev, err)
+			err := wb.DeleteAt(eventKey(rev), ts)
+			if err == nil && rev == s.restoredRev {
+				err = wb.DeleteAt(revIndexKey(rev), ts)
 			}
-			if err := wb.DeleteAt(eventKey(rev), ts); err != nil {
+			if err != nil {
 				wb.Cancel()
 				return fmt.Errorf("store: trim history at revision %d: %w", rev, err)
 			}

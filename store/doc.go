@@ -20,11 +20,16 @@
 //	                       scans only the parent's direct children
 //	l id(8)                lease (core.AppendLease); ids are big-endian
 //	k id(8) key            key attached to a lease (empty value)
-//	m "core"               core.Meta
+//	m "core"               core.Meta, written once per applied group (see
+//	                       Store.write)
 //	m "applied"            applied index (8 bytes, big-endian)
 //	m "restored"           revision a snapshot was restored at
-//	r rev(8)               index of the entry that created rev
-//	e rev(8)               the revision's events, keys only (see events.go)
+//	e rev(8)               the revision's events, keys only (see events.go);
+//	                       the record starts with the index of the entry
+//	                       that created rev, so it is the revision index too
+//	r rev(8)               index of the entry that created rev, only for the
+//	                       revision a snapshot was restored at (it has no
+//	                       event record)
 //
 // # Write order and crashes
 //

@@ -56,12 +56,12 @@ type RevEvents struct {
 // eventRecorder builds the event record of one entry, checking each event
 // against the replay rules.
 type eventRecorder struct {
-	// before returns the stored encoding of key just before the entry (nil
-	// if absent).
-	before func(key []byte) ([]byte, error)
-	// after returns the stored encoding of key the entry leaves (nil if it
-	// deletes the key or does not write it).
-	after func(key []byte) []byte
+	// before returns the node at key just before the entry and its stored
+	// encoding (nil, nil if absent).
+	before func(key []byte) (*core.Node, []byte, error)
+	// after returns the node the entry leaves at key and its stored
+	// encoding (nil, nil if it deletes the key or does not write it).
+	after func(key []byte) (*core.Node, []byte)
 }
 
 func (r *eventRecorder) record(b *core.Batch) ([]byte, error) {
@@ -94,18 +94,19 @@ func (r *eventRecorder) record(b *core.Batch) ([]byte, error) {
 			prevOK = ev.Prev == nil
 		} else {
 			if ev.Type == core.EventPut {
-				nodeOK = matchesStored(ev.Node, r.after(key))
+				n, enc := r.after(key)
+				nodeOK = matchesStored(ev.Node, n, enc)
 			} else {
 				nodeOK = sameNode(ev.Node, deletedAt(key, b.Rev))
 			}
 			if prev, seen := chain[string(key)]; seen {
 				prevOK = sameNode(ev.Prev, prev)
 			} else {
-				stored, err := r.before(key)
+				n, stored, err := r.before(key)
 				if err != nil {
 					return nil, err
 				}
-				prevOK = (ev.Prev == nil && stored == nil) || matchesStored(ev.Prev, stored)
+				prevOK = (ev.Prev == nil && stored == nil) || matchesStored(ev.Prev, n, stored)
 			}
 			if ev.Type == core.EventPut {
 				chain[string(key)] = ev.Node
@@ -162,10 +163,14 @@ func sameNode(a, b *core.Node) bool {
 
 // matchesStored reports whether decoding the stored record gives exactly n.
 // Decoding never yields an implicit node nor a nil value, so such nodes
-// never match.
-func matchesStored(n *core.Node, stored []byte) bool {
-	return n != nil && stored != nil && !n.Implicit && n.Value != nil &&
-		bytes.Equal(core.AppendNode(nil, n), stored)
+// never match. storedNode is the node stored was encoded from or decoded
+// to, if known: when n is that very node, as it nearly always is, the
+// encodings are equal without encoding n again.
+func matchesStored(n, storedNode *core.Node, stored []byte) bool {
+	if n == nil || stored == nil || n.Implicit || n.Value == nil {
+		return false
+	}
+	return n == storedNode || bytes.Equal(core.AppendNode(nil, n), stored)
 }
 
 func appendInline(b []byte, n *core.Node) []byte {
@@ -258,6 +263,16 @@ func (d *eventDecoder) inline(key []byte) *core.Node {
 		n.Value = nil
 	}
 	return n
+}
+
+// eventIndex returns the index of the entry an event record belongs to.
+func eventIndex(rec []byte) (uint64, error) {
+	d := &eventDecoder{b: rec}
+	if v := d.byte(); v != eventFormatV1 && d.err == nil {
+		return 0, fmt.Errorf("unknown event record format %d", v)
+	}
+	idx := d.uvarint()
+	return idx, d.err
 }
 
 // replayRevision rebuilds the events of revision rev from its record.

@@ -11,7 +11,7 @@ const (
 	prefixLease     = 'l' // l + id(8, big-endian) -> core.AppendLease
 	prefixLeaseKey  = 'k' // k + id(8) + key -> empty
 	prefixMeta      = 'm' // m + name -> see the meta* names
-	prefixRevIndex  = 'r' // r + rev(8) -> index(8) of the entry that created rev
+	prefixRevIndex  = 'r' // r + rev(8) -> index(8) of the entry that created rev (restored revision only)
 	prefixEventLog  = 'e' // e + rev(8) -> the revision's events, keys-only (see events.go)
 	childSeparator  = 0x00
 	uint64KeyLength = 8
@@ -20,7 +20,7 @@ const (
 // Meta record names.
 const (
 	// metaCore holds core.Meta: it is replicated state, written with the
-	// batch that changed it.
+	// last batch of a group that changed it (and with every compaction).
 	metaCore = "core"
 	// metaApplied holds the applied index: written last, after every batch
 	// of a group, so that it never runs ahead of the state it describes.

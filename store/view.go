@@ -27,6 +27,16 @@ var _ core.View = (*View)(nil)
 // Rev returns the revision the View shows.
 func (v *View) Rev() int64 { return v.rev }
 
+// Meta returns the bookkeeping at the View's revision. The stored record is
+// written once per applied group (see Store.write), so at a timestamp inside
+// a group its revision can lag; the View's own revision is exact, and the
+// compact revision is written by every entry that changes it.
+func (v *View) Meta() (core.Meta, error) {
+	m, err := v.reader.Meta()
+	m.Rev = v.rev
+	return m, err
+}
+
 // Close discards the View's transaction. It is safe to call more than once.
 func (v *View) Close() {
 	v.once.Do(func() {
@@ -176,9 +186,23 @@ func (r reader) Dirs(fn func(path []byte) bool) error {
 	})
 }
 
-// revIndex returns the index of the entry that created rev.
+// revIndex returns the index of the entry that created rev. The revision's
+// event record starts with that index; a revision without one is the
+// revision a snapshot was restored at, whose index RestoreSnapshot records
+// apart.
 func (r reader) revIndex(rev int64) (uint64, bool, error) {
-	b, err := r.get(revIndexKey(rev))
+	b, err := r.get(eventKey(rev))
+	if err != nil {
+		return 0, false, err
+	}
+	if b != nil {
+		idx, err := eventIndex(b)
+		if err != nil {
+			return 0, false, fmt.Errorf("store: event record of revision %d: %w", rev, err)
+		}
+		return idx, true, nil
+	}
+	b, err = r.get(revIndexKey(rev))
 	if err != nil || b == nil {
 		return 0, false, err
 	}
