@@ -2,10 +2,39 @@
 // proposals, makes them durable in an append-only log, and applies them, in
 // order, to a StateMachine. It treats entry payloads as opaque bytes.
 //
-// Today an ensemble has a single member, which is always the leader and
-// commits an entry as soon as its own log holds it. The caller-facing API
-// (Open, Propose, Status, Trim, Close) is shaped so that replication adds
-// peers behind it without changing callers.
+// A member configured without peers is a single member: always the
+// leader, committing an entry as soon as its own log holds it. A member
+// with Config.Peers (voters) and Config.Observers runs Zab: fast leader
+// election, discovery, synchronization and broadcast (see replica.go,
+// election.go, leader.go, follower.go for each phase's contract).
+// Callers see the same API either way: Propose, ReadIndex + WaitApplied,
+// CallLeader, Status, RoleChanges, Trim, Close.
+//
+// # Replication contract
+//
+//   - ZXID = epoch<<32 | counter. acceptedEpoch and currentEpoch live in
+//     the epoch file, replaced atomically; neither ever goes back.
+//   - acceptedEpoch is persisted before ACKEPOCH is sent (and by a leader
+//     before LEADERINFO). A follower persists currentEpoch only after the
+//     entries of its synchronization are fdatasync'ed and the committed
+//     ones handed to the applier, and acknowledges NEWLEADER only after
+//     that (the order ZOOKEEPER-3911, 4394, 4643 and 4646 settled on).
+//   - A leader proposes in its epoch only after a quorum acknowledged
+//     NEWLEADER; its whole log is then committed.
+//   - An ACK names only entries on the follower's disk; the leader counts
+//     itself only after its own fdatasync. An entry commits when a quorum
+//     of voters has it on disk; every member applies committed entries in
+//     index order, and only those: a restarted member applies nothing
+//     beyond its state machine until a leader says what is committed.
+//   - A proposal made on any member carries (Origin, ReqID); the origin
+//     answers its proposer when its own applier applies the entry, so the
+//     proposer then reads its own write there. If the leadership ends
+//     before that, the proposer gets ErrLeaderChanged (outcome unknown);
+//     while no leader is known, ErrNoLeader (nothing proposed).
+//   - Messages may be lost, duplicated or reordered: each names its epoch
+//     and synchronization session, stale ones are ignored, entries a
+//     follower already has are skipped, a leader never proposes one
+//     forwarded request twice, and what is lost is resent on the tick.
 //
 // # Durability contract
 //
@@ -38,10 +67,11 @@
 //
 // # Identifiers
 //
-// Index is the dense, 1-based position of an entry in the log. Zxid is
-// epoch<<32 | counter, as in ZooKeeper. A single member starts a new epoch
-// each time it opens (as a new Zab leader would), so zxids only grow, across
-// restarts too, even when every segment has been trimmed. Both index and zxid
+// Index is the dense, 1-based position of an entry in the log; it is the
+// same on every member. Zxid is epoch<<32 | counter, as in ZooKeeper. A
+// single member starts a new epoch each time it opens (as a new Zab leader
+// would), so zxids only grow, across restarts too, even when every segment
+// has been trimmed. Both index and zxid
 // are strictly increasing along the log. Entry.Time is the leader's clock
 // when it accepted the proposal, never lower than the previous entry's.
 package zab
