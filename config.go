@@ -34,6 +34,7 @@ type Config struct {
 	AdvertiseZK       string
 	ElectionTimeout   time.Duration
 	HeartbeatInterval time.Duration
+	MaxDiffEntries    int
 
 	// etcd face
 	MaxRequestBytes     int
@@ -69,6 +70,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&cfg.AdvertiseZK, "advertise-zk", "", "ZooKeeper client address this member advertises (default: its --peer-zk entry, else --zk-listen)")
 	fs.DurationVar(&cfg.ElectionTimeout, "election-timeout", time.Second, "how long without a leader (or, on the leader, without a quorum) before an election")
 	fs.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", 100*time.Millisecond, "the leader's heartbeat period")
+	fs.IntVar(&cfg.MaxDiffEntries, "max-diff-entries", 100_000, "a member missing more log entries than this is sent a snapshot instead")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	fs.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", 1536*1024, "largest etcd request accepted, in bytes")
 	fs.DurationVar(&cfg.WatchProgressNotify, "watch-progress-notify-interval", 10*time.Minute, "how often etcd watches with progress_notify get a progress notification")
@@ -105,6 +107,9 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	}
 	if cfg.ElectionTimeout <= 0 || cfg.HeartbeatInterval <= 0 || cfg.HeartbeatInterval >= cfg.ElectionTimeout {
 		return cfg, errors.New("--heartbeat-interval and --election-timeout must be positive, the heartbeat shorter")
+	}
+	if cfg.MaxDiffEntries <= 0 {
+		return cfg, errors.New("--max-diff-entries must be positive")
 	}
 	if cfg.MaxRequestBytes <= 0 || cfg.MaxBuffer <= 0 {
 		return cfg, errors.New("--max-request-bytes and --jute-maxbuffer must be positive")

@@ -85,6 +85,7 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 		Clients:           clients,
 		ElectionTimeout:   cfg.ElectionTimeout,
 		HeartbeatInterval: cfg.HeartbeatInterval,
+		MaxDiffEntries:    cfg.MaxDiffEntries,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)

@@ -54,6 +54,9 @@ type MemberConfig struct {
 	// ElectionTimeout and HeartbeatInterval tune zab (defaults 1s, 100ms).
 	ElectionTimeout   time.Duration
 	HeartbeatInterval time.Duration
+	// MaxDiffEntries is how many missing entries a leader sends a member
+	// before it sends a snapshot instead (default zab's, 100 000).
+	MaxDiffEntries int
 	// TrimInterval is how often the log is trimmed below what the state
 	// has made durable (default 1 minute).
 	TrimInterval time.Duration
@@ -152,6 +155,7 @@ func OpenMember(cfg MemberConfig) (*Member, error) {
 		Transport:         cfg.Transport,
 		ElectionTimeout:   cfg.ElectionTimeout,
 		HeartbeatInterval: cfg.HeartbeatInterval,
+		MaxDiffEntries:    cfg.MaxDiffEntries,
 	}, &stateMachine{m: m})
 	if err != nil {
 		m.hub.Close()

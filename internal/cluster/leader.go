@@ -1,0 +1,47 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Leader returns the index of the node that leads, as the running nodes
+// report it through etcd's Maintenance.Status: a node counts as leader when
+// it says so itself. Stopped or dead nodes are skipped.
+func (c *Cluster) Leader(ctx context.Context) (int, error) {
+	for i, n := range c.Nodes {
+		if !c.Running(i) {
+			continue
+		}
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{n.EtcdAddr}, DialTimeout: time.Second, Logger: nopLogger()})
+		if err != nil {
+			continue
+		}
+		sctx, cancel := context.WithTimeout(ctx, time.Second)
+		resp, err := cli.Status(sctx, n.EtcdAddr)
+		cancel()
+		cli.Close()
+		if err == nil && resp.Leader == n.ID && resp.Header.MemberId == n.ID {
+			return i, nil
+		}
+	}
+	return -1, fmt.Errorf("cluster: no node reports itself leader")
+}
+
+// WaitLeader waits until some node leads and returns its index.
+func (c *Cluster) WaitLeader(ctx context.Context) (int, error) {
+	for {
+		i, err := c.Leader(ctx)
+		if err == nil {
+			return i, nil
+		}
+		select {
+		case <-ctx.Done():
+			return -1, fmt.Errorf("cluster: wait for a leader: %w (last: %v)", ctx.Err(), err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
