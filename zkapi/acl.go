@@ -4,8 +4,10 @@ import (
 	"crypto/sha1"
 	"encoding/base64"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf16"
 
 	"github.com/januskv/janus/core"
 	"github.com/januskv/janus/zkapi/jute"
@@ -141,4 +143,34 @@ func userName(id core.ID) string {
 		return user
 	}
 	return id.ID
+}
+
+// javaSetOrder returns ids in the order ZooKeeper iterates a session's
+// authInfo, a set backed by a java.util.concurrent.ConcurrentHashMap: by
+// hash bucket, and in insertion order within a bucket. whoAmI lists the
+// identities in that order, and the "auth" ACL scheme expands to them in
+// it, so clients see the same lists from Janus.
+func javaSetOrder(ids []core.ID) []core.ID {
+	n := 16 // the default table size; it doubles once 3/4 full
+	for len(ids) >= n*3/4 {
+		n *= 2
+	}
+	bucket := func(id core.ID) int {
+		// org.apache.zookeeper.data.Id.hashCode, then the map's spread.
+		h := int32(37*(37*17+javaStringHash(id.Scheme)) + javaStringHash(id.ID))
+		u := uint32(h)
+		return int((u ^ u>>16) & 0x7fffffff & uint32(n-1))
+	}
+	out := slices.Clone(ids)
+	slices.SortStableFunc(out, func(a, b core.ID) int { return bucket(a) - bucket(b) })
+	return out
+}
+
+// javaStringHash is java.lang.String.hashCode: over UTF-16 code units.
+func javaStringHash(s string) int32 {
+	var h int32
+	for _, u := range utf16.Encode([]rune(s)) {
+		h = 31*h + int32(u)
+	}
+	return h
 }

@@ -79,10 +79,11 @@ func (c *conn) sessionID() int64 {
 	return 0
 }
 
+// identities returns the session's identities in ZooKeeper's order.
 func (c *conn) identities() []core.ID {
 	c.authMu.Lock()
 	defer c.authMu.Unlock()
-	return append([]core.ID(nil), c.auth...)
+	return javaSetOrder(c.auth)
 }
 
 // run serves the connection until it ends; it is the reader goroutine.

@@ -14,16 +14,21 @@ import (
 
 	"github.com/januskv/janus/internal/testenv"
 	"github.com/januskv/janus/zkapi"
+	"github.com/januskv/janus/zkapi/jute"
 )
 
 // diffSystem is one server under the differential test, driven through two
 // go-zookeeper sessions: a, which also holds every watch, and b, which owns
-// ephemerals and is closed and reopened to expire them.
+// ephemerals and is closed and reopened to expire them; and through a raw
+// session r for what go-zookeeper cannot send (getEphemerals,
+// getAllChildrenNumber, multiRead, whoAmI, createContainer and createTTL
+// inside a multi). a and r may authenticate as different digest users.
 type diffSystem struct {
 	t       *testing.T
 	name    string
 	addr    string
 	a, b    *zk.Conn
+	r       *rawClient
 	bGen    int
 	watches []<-chan zk.Event
 	fired   []bool
@@ -38,6 +43,9 @@ func newDiffSystem(t *testing.T, name, addr string) *diffSystem {
 	s.a, _ = connect(t, addr, 10*time.Second)
 	s.sessions[s.a.SessionID()] = "A"
 	s.reopenB()
+	s.r = dialRaw(t, addr)
+	resp := s.r.handshake(jute.ConnectRequest{TimeOut: 40000, Passwd: make([]byte, 16)})
+	s.sessions[resp.SessionID] = "R"
 	return s
 }
 
@@ -73,6 +81,19 @@ func (s *diffSystem) stat(st *zk.Stat) string {
 	return fmt.Sprintf("{cz=%s mz=%s pz=%s v=%d cv=%d av=%d owner=%s len=%d kids=%d}",
 		s.zxid(st.Czxid), s.zxid(st.Mzxid), s.zxid(st.Pzxid), st.Version, st.Cversion, st.Aversion,
 		owner, st.DataLength, st.NumChildren)
+}
+
+// jstat renders a wire Stat like stat does a go-zookeeper one.
+func (s *diffSystem) jstat(st *jute.Stat) string {
+	return s.stat(&zk.Stat{Czxid: st.Czxid, Mzxid: st.Mzxid, Pzxid: st.Pzxid, Ctime: st.Ctime, Mtime: st.Mtime,
+		Version: st.Version, Cversion: st.Cversion, Aversion: st.Aversion, EphemeralOwner: st.EphemeralOwner,
+		DataLength: st.DataLength, NumChildren: st.NumChildren})
+}
+
+// rcall sends one request on the raw session and renders its outcome.
+func (s *diffSystem) rcall(op jute.OpCode, req, resp jute.Record) (string, bool) {
+	h := s.r.call(op, req, resp)
+	return h.Err.String(), h.Err == jute.CodeOk
 }
 
 func errText(err error) string {
@@ -147,6 +168,9 @@ func (g *diffGen) writeReq() (any, string) {
 }
 
 func (g *diffGen) next() diffOp {
+	if k := g.rng.IntN(30); k >= 16 {
+		return g.nextWide(k - 16)
+	}
 	p := g.path()
 	data := []byte(strings.Repeat("x", g.rng.IntN(4)))
 	switch k := g.rng.IntN(16); {
@@ -276,7 +300,430 @@ func TestDifferentialAgainstZooKeeper(t *testing.T) {
 				}
 				passed++
 			}
+			reapPhase(t, g.rng, base, systems)
+			passed++
 		})
 	}
 	t.Logf("differential: seeds %v, %d ops each, %d ops matched", seeds, ops, passed)
+}
+
+// aclChoice is one ACL the generator may set: by go-zookeeper (a) or on the
+// wire (r).
+type aclChoice struct {
+	desc string
+	acl  []zk.ACL
+}
+
+var diffACLs = []aclChoice{
+	{"open", zk.WorldACL(zk.PermAll)},
+	{"world-read", zk.WorldACL(zk.PermRead)},
+	{"world-create-delete", zk.WorldACL(zk.PermCreate | zk.PermDelete)},
+	{"world-admin", zk.WorldACL(zk.PermAdmin)},
+	{"alice", zk.DigestACL(zk.PermAll, "alice", "pw")},
+	{"bob-rw", zk.DigestACL(zk.PermRead|zk.PermWrite, "bob", "pw")},
+	{"alice+world-read", append(zk.DigestACL(zk.PermAll, "alice", "pw"), zk.WorldACL(zk.PermRead)...)},
+	{"auth", zk.AuthACL(zk.PermAll)},
+	{"ip-loopback", []zk.ACL{{Perms: zk.PermAll, Scheme: "ip", ID: "127.0.0.1"}}},
+	{"ip-loopback-net", []zk.ACL{{Perms: zk.PermRead | zk.PermCreate | zk.PermDelete, Scheme: "ip", ID: "127.0.0.0/8"}}},
+	{"ip-elsewhere", []zk.ACL{{Perms: zk.PermAll, Scheme: "ip", ID: "10.0.0.0/8"}}},
+	{"empty", []zk.ACL{}},
+	{"world-someone", []zk.ACL{{Perms: zk.PermAll, Scheme: "world", ID: "someone"}}},
+	{"digest-malformed", []zk.ACL{{Perms: zk.PermAll, Scheme: "digest", ID: "nocolon"}}},
+	{"unknown-scheme", []zk.ACL{{Perms: zk.PermAll, Scheme: "nope", ID: "x"}}},
+}
+
+func (g *diffGen) acl() aclChoice { return diffACLs[g.rng.IntN(len(diffACLs))] }
+
+func juteACL(acl []zk.ACL) []jute.ACL {
+	out := make([]jute.ACL, len(acl))
+	for i, a := range acl {
+		out[i] = jute.ACL{Perms: a.Perms, ID: jute.ID{Scheme: a.Scheme, ID: a.ID}}
+	}
+	return out
+}
+
+// longTTL outlives any test run: TTL nodes in the random mix are never
+// reaped while it runs, so their answers do not depend on timing.
+const longTTL = time.Hour
+
+// nextWide generates the ops that go beyond the core mix: ACLs and auth,
+// TTL nodes, the raw session's ephemerals and the read-only requests
+// go-zookeeper lacks.
+func (g *diffGen) nextWide(k int) diffOp {
+	p := g.path()
+	switch k {
+	case 0:
+		acl := g.acl()
+		flags := []int32{0, zk.FlagSequence, zk.FlagEphemeral}[g.rng.IntN(3)]
+		return diffOp{fmt.Sprintf("create %s flags=%d acl=%s", p, flags, acl.desc), func(s *diffSystem) string {
+			name, err := s.a.Create(p, []byte("acl"), flags, acl.acl)
+			return name + " " + errText(err)
+		}}
+	case 1:
+		acl := g.acl()
+		flags := []jute.CreateMode{jute.ModePersistent, jute.ModeEphemeral, jute.ModeEphemeralSequential}[g.rng.IntN(3)]
+		return diffOp{fmt.Sprintf("r create2 %s flags=%v acl=%s", p, flags, acl.desc), func(s *diffSystem) string {
+			var resp jute.Create2Response
+			code, ok := s.rcall(jute.OpCreate2, &jute.CreateRequest{Path: p, Data: []byte("r"), ACL: juteACL(acl.acl), Flags: flags}, &resp)
+			if !ok {
+				return code
+			}
+			return resp.Path + " " + s.jstat(&resp.Stat)
+		}}
+	case 2, 3:
+		acl, v := g.acl(), g.version()
+		byR := k == 3
+		return diffOp{fmt.Sprintf("setACL %s %s v=%d byR=%v", p, acl.desc, v, byR), func(s *diffSystem) string {
+			if byR {
+				var resp jute.SetACLResponse
+				code, ok := s.rcall(jute.OpSetACL, &jute.SetACLRequest{Path: p, ACL: juteACL(acl.acl), Version: v}, &resp)
+				if !ok {
+					return code
+				}
+				return s.jstat(&resp.Stat)
+			}
+			st, err := s.a.SetACL(p, acl.acl, v)
+			return errText(err) + " " + s.stat(st)
+		}}
+	case 4:
+		return diffOp{"r getACL " + p, func(s *diffSystem) string {
+			var resp jute.GetACLResponse
+			code, ok := s.rcall(jute.OpGetACL, &jute.GetACLRequest{Path: p}, &resp)
+			if !ok {
+				return code
+			}
+			return fmt.Sprintf("%v %s", resp.ACL, s.jstat(&resp.Stat))
+		}}
+	case 5:
+		if g.rng.IntN(2) == 0 {
+			return diffOp{"a addAuth alice", func(s *diffSystem) string { return errText(s.a.AddAuth("digest", []byte("alice:pw"))) }}
+		}
+		return diffOp{"r addAuth bob", func(s *diffSystem) string {
+			code, _ := s.rcall(jute.OpAuth, &jute.AuthPacket{Scheme: "digest", Auth: []byte("bob:pw")}, nil)
+			return code
+		}}
+	case 6:
+		v := g.version()
+		switch g.rng.IntN(4) {
+		case 0:
+			return diffOp{"r getData " + p, func(s *diffSystem) string {
+				var resp jute.GetDataResponse
+				code, ok := s.rcall(jute.OpGetData, &jute.GetDataRequest{Path: p}, &resp)
+				if !ok {
+					return code
+				}
+				return fmt.Sprintf("%q %s", resp.Data, s.jstat(&resp.Stat))
+			}}
+		case 1:
+			return diffOp{fmt.Sprintf("r setData %s %d", p, v), func(s *diffSystem) string {
+				var resp jute.SetDataResponse
+				code, ok := s.rcall(jute.OpSetData, &jute.SetDataRequest{Path: p, Data: []byte("rr"), Version: v}, &resp)
+				if !ok {
+					return code
+				}
+				return s.jstat(&resp.Stat)
+			}}
+		case 2:
+			return diffOp{fmt.Sprintf("r delete %s %d", p, v), func(s *diffSystem) string {
+				code, _ := s.rcall(jute.OpDelete, &jute.DeleteRequest{Path: p, Version: v}, nil)
+				return code
+			}}
+		}
+		return diffOp{"r getChildren2 " + p, func(s *diffSystem) string {
+			var resp jute.GetChildren2Response
+			code, ok := s.rcall(jute.OpGetChildren2, &jute.GetChildren2Request{Path: p}, &resp)
+			if !ok {
+				return code
+			}
+			slices.Sort(resp.Children)
+			return fmt.Sprintf("%v %s", resp.Children, s.jstat(&resp.Stat))
+		}}
+	case 7:
+		flags := []int32{zk.FlagTTL, zk.FlagPersistentSequentialWithTTL}[g.rng.IntN(2)]
+		return diffOp{fmt.Sprintf("createTTL %s flags=%d", p, flags), func(s *diffSystem) string {
+			name, err := s.a.CreateTTL(p, []byte("t"), flags, openACL, longTTL)
+			if err != nil {
+				return errText(err)
+			}
+			_, st, err := s.a.Exists(name)
+			return name + " " + errText(err) + " " + s.stat(st)
+		}}
+	case 8:
+		prefix := []string{"", "/", g.base, g.base + "/a", g.base + "/a/b", g.base + "/b/", "/nope"}[g.rng.IntN(7)]
+		return diffOp{fmt.Sprintf("r getEphemerals %q", prefix), func(s *diffSystem) string {
+			var resp jute.GetEphemeralsResponse
+			code, ok := s.rcall(jute.OpGetEphemerals, &jute.GetEphemeralsRequest{PrefixPath: prefix}, &resp)
+			if !ok {
+				return code
+			}
+			slices.Sort(resp.Ephemerals)
+			return fmt.Sprint(resp.Ephemerals)
+		}}
+	case 9:
+		q := []string{"/", g.base, p, p, p + "/", "/zookeeper"}[g.rng.IntN(6)]
+		return diffOp{"r getAllChildrenNumber " + q, func(s *diffSystem) string {
+			var resp jute.GetAllChildrenNumberResponse
+			code, ok := s.rcall(jute.OpGetAllChildrenNumber, &jute.GetAllChildrenNumberRequest{Path: q}, &resp)
+			if !ok {
+				return code
+			}
+			return fmt.Sprint(resp.TotalNumber)
+		}}
+	case 10:
+		n := 1 + g.rng.IntN(3)
+		var ops []jute.MultiOp
+		var descs []string
+		for range n {
+			q := g.path()
+			if g.rng.IntN(2) == 0 {
+				ops = append(ops, jute.MultiOp{Type: jute.OpGetData, Request: &jute.GetDataRequest{Path: q}})
+				descs = append(descs, "get "+q)
+			} else {
+				ops = append(ops, jute.MultiOp{Type: jute.OpGetChildren, Request: &jute.GetChildrenRequest{Path: q}})
+				descs = append(descs, "children "+q)
+			}
+		}
+		return diffOp{"r multiRead[" + strings.Join(descs, "; ") + "]", func(s *diffSystem) string {
+			var resp jute.MultiResponse
+			code, ok := s.rcall(jute.OpMultiRead, &jute.MultiRequest{Ops: ops}, &resp)
+			if !ok {
+				return code
+			}
+			return s.multiResults(resp.Results)
+		}}
+	case 11:
+		return diffOp{"r whoAmI", func(s *diffSystem) string {
+			var resp jute.WhoAmIResponse
+			code, ok := s.rcall(jute.OpWhoAmI, nil, &resp)
+			if !ok {
+				return code
+			}
+			return fmt.Sprint(resp.ClientInfo)
+		}}
+	}
+	// A multi on the raw session: version checks, TTL creates, data and
+	// deletes, all or nothing.
+	n := 1 + g.rng.IntN(3)
+	var ops []jute.MultiOp
+	var descs []string
+	for range n {
+		q, v := g.path(), g.version()
+		switch g.rng.IntN(5) {
+		case 0:
+			ops = append(ops, jute.MultiOp{Type: jute.OpCheck, Request: &jute.CheckVersionRequest{Path: q, Version: v}})
+			descs = append(descs, fmt.Sprintf("check %s %d", q, v))
+		case 1:
+			ops = append(ops, jute.MultiOp{Type: jute.OpCreateTTL, Request: &jute.CreateTTLRequest{Path: q, ACL: juteACL(openACL), Flags: jute.ModePersistentWithTTL, TTL: longTTL.Milliseconds()}})
+			descs = append(descs, "createTTL "+q)
+		case 2:
+			ops = append(ops, jute.MultiOp{Type: jute.OpCreate2, Request: &jute.CreateRequest{Path: q, ACL: juteACL(openACL), Flags: jute.ModeEphemeralSequential}})
+			descs = append(descs, "create2 eph-seq "+q)
+		case 3:
+			ops = append(ops, jute.MultiOp{Type: jute.OpSetData, Request: &jute.SetDataRequest{Path: q, Data: []byte("mr"), Version: v}})
+			descs = append(descs, fmt.Sprintf("set %s %d", q, v))
+		default:
+			ops = append(ops, jute.MultiOp{Type: jute.OpDelete, Request: &jute.DeleteRequest{Path: q, Version: v}})
+			descs = append(descs, fmt.Sprintf("delete %s %d", q, v))
+		}
+	}
+	return diffOp{"r multi[" + strings.Join(descs, "; ") + "]", func(s *diffSystem) string {
+		var resp jute.MultiResponse
+		code, ok := s.rcall(jute.OpMulti, &jute.MultiRequest{Ops: ops}, &resp)
+		if !ok {
+			return code
+		}
+		return s.multiResults(resp.Results)
+	}}
+}
+
+func (s *diffSystem) multiResults(rs []jute.MultiResult) string {
+	var out []string
+	for _, r := range rs {
+		switch r.Type {
+		case jute.OpError:
+			out = append(out, "err:"+r.Err.String())
+		case jute.OpCreate:
+			out = append(out, "create:"+r.Path)
+		case jute.OpCreate2:
+			out = append(out, "create2:"+r.Path+" "+s.jstat(&r.Stat))
+		case jute.OpSetData:
+			out = append(out, "set:"+s.jstat(&r.Stat))
+		case jute.OpGetData:
+			out = append(out, fmt.Sprintf("get:%q %s", r.Data, s.jstat(&r.Stat)))
+		case jute.OpGetChildren:
+			kids := slices.Clone(r.Children)
+			slices.Sort(kids)
+			out = append(out, fmt.Sprintf("children:%v", kids))
+		default:
+			out = append(out, r.Type.String())
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// dumpNode is one znode of a subtree as read from one system.
+type dumpNode struct {
+	path string
+	data string
+	stat zk.Stat
+	acl  string
+}
+
+// dump reads the subtree at root in sorted order, with session a.
+func (s *diffSystem) dump(root string) []dumpNode {
+	var out []dumpNode
+	var walk func(p string)
+	walk = func(p string) {
+		data, st, err := s.a.Get(p)
+		if err != nil {
+			out = append(out, dumpNode{path: p, data: "error: " + errText(err)})
+			return
+		}
+		acl, _, err := s.a.GetACL(p)
+		out = append(out, dumpNode{path: p, data: string(data), stat: *st, acl: fmt.Sprint(acl, errText(err))})
+		kids, _, err := s.a.Children(p)
+		if err != nil {
+			return
+		}
+		slices.Sort(kids)
+		for _, k := range kids {
+			walk(p + "/" + k)
+		}
+	}
+	walk(root)
+	return out
+}
+
+func (s *diffSystem) renderDump(d []dumpNode) string {
+	var b strings.Builder
+	for _, n := range d {
+		st := n.stat
+		fmt.Fprintf(&b, "%s %q %s %s\n", n.path, n.data, s.stat(&st), n.acl)
+	}
+	return b.String()
+}
+
+// settle waits until the subtree at root stops changing across two reads
+// more than one reaper interval apart, so every container and TTL node due
+// for removal (and every container emptied by that) is gone, and returns
+// it. It keeps the raw session alive meanwhile.
+func (s *diffSystem) settle(root string) []dumpNode {
+	prev := s.dump(root)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		time.Sleep(1500 * time.Millisecond)
+		s.rcall(jute.OpPing, nil, nil)
+		cur := s.dump(root)
+		if slices.EqualFunc(prev, cur, func(a, b dumpNode) bool { return a == b }) {
+			return cur
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("%s: subtree %s still changing after a minute", s.name, root)
+		}
+		prev = cur
+	}
+}
+
+// reapPhase builds containers and TTL nodes under base/r with session r,
+// watches them from a, empties some, waits until both systems have reaped
+// what they will, and compares the final trees and the watch events. Only
+// nodes that cannot be reaped yet are touched before the wait, so every
+// answer is independent of when the reapers run.
+func reapPhase(t *testing.T, rng *rand.Rand, base string, systems []*diffSystem) {
+	root := base + "/r"
+	type plan struct {
+		path  string
+		kind  int // 0 container, 1 short TTL, 2 long TTL, 3 persistent
+		child bool
+		empty bool // delete the child before waiting
+	}
+	var plans []plan
+	for i := range 4 + rng.IntN(6) {
+		pl := plan{path: fmt.Sprintf("%s/n%d", root, i), kind: rng.IntN(4), child: rng.IntN(4) > 0}
+		pl.empty = pl.child && rng.IntN(3) > 0
+		plans = append(plans, pl)
+	}
+	step := func(desc string, run func(s *diffSystem) string) {
+		t.Helper()
+		var got [2]string
+		for k, s := range systems {
+			got[k] = run(s)
+		}
+		if os.Getenv("ZKAPI_DIFF_TRACE") != "" {
+			t.Logf("reap phase %s: %s", desc, got[1])
+		}
+		if got[0] != got[1] {
+			t.Fatalf("reap phase %s:\n  zookeeper: %s\n  janus:     %s", desc, got[0], got[1])
+		}
+	}
+	step("create "+root, func(s *diffSystem) string {
+		_, err := s.a.Create(root, nil, 0, openACL)
+		return errText(err)
+	})
+	acl := juteACL(openACL)
+	for _, pl := range plans {
+		var ops []jute.MultiOp
+		switch pl.kind {
+		case 0:
+			ops = append(ops, jute.MultiOp{Type: jute.OpCreateContainer, Request: &jute.CreateRequest{Path: pl.path, ACL: acl, Flags: jute.ModeContainer}})
+		case 1, 2:
+			ttl := int64(1)
+			if pl.kind == 2 {
+				ttl = longTTL.Milliseconds()
+			}
+			ops = append(ops, jute.MultiOp{Type: jute.OpCreateTTL, Request: &jute.CreateTTLRequest{Path: pl.path, ACL: acl, Flags: jute.ModePersistentWithTTL, TTL: ttl}})
+		default:
+			ops = append(ops, jute.MultiOp{Type: jute.OpCreate, Request: &jute.CreateRequest{Path: pl.path, ACL: acl}})
+		}
+		if pl.child {
+			ops = append(ops, jute.MultiOp{Type: jute.OpCreate, Request: &jute.CreateRequest{Path: pl.path + "/k", ACL: acl}})
+		}
+		// A short-TTL node without a child may go at once: nobody looks
+		// at it again before the wait.
+		step(fmt.Sprintf("multi create %+v", pl), func(s *diffSystem) string {
+			var resp jute.MultiResponse
+			code, ok := s.rcall(jute.OpMulti, &jute.MultiRequest{Ops: ops}, &resp)
+			if !ok {
+				return code
+			}
+			return s.multiResults(resp.Results)
+		})
+		if pl.kind == 1 && !pl.child {
+			continue
+		}
+		step("watch "+pl.path, func(s *diffSystem) string {
+			_, st, ch, err := s.a.GetW(pl.path)
+			s.watch(ch)
+			kids, _, cch, cerr := s.a.ChildrenW(pl.path)
+			s.watch(cch)
+			return fmt.Sprintf("%s %s %v %s", errText(err), s.stat(st), kids, errText(cerr))
+		})
+	}
+	step("childrenW "+root, func(s *diffSystem) string {
+		kids, _, ch, err := s.a.ChildrenW(root)
+		s.watch(ch)
+		slices.Sort(kids)
+		return fmt.Sprintf("%v %s", kids, errText(err))
+	})
+	for _, pl := range plans {
+		if pl.empty {
+			step("delete "+pl.path+"/k", func(s *diffSystem) string { return errText(s.a.Delete(pl.path+"/k", -1)) })
+		}
+	}
+	dumps := make([][]dumpNode, len(systems))
+	for k, s := range systems {
+		dumps[k] = s.settle(root)
+	}
+	step("final tree", func(s *diffSystem) string {
+		k := slices.Index(systems, s)
+		return s.renderDump(dumps[k]) + "events: " + s.events()
+	})
+	step("getAllChildrenNumber /", func(s *diffSystem) string {
+		var resp jute.GetAllChildrenNumberResponse
+		code, ok := s.rcall(jute.OpGetAllChildrenNumber, &jute.GetAllChildrenNumberRequest{Path: "/"}, &resp)
+		if !ok {
+			return code
+		}
+		return fmt.Sprint(resp.TotalNumber)
+	})
 }

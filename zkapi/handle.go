@@ -71,7 +71,13 @@ func (c *conn) serve(frame []byte) bool {
 			return false
 		}
 	}
-	c.sendReply(hdr.Xid, r.zxid, r.code, r.body)
+	xid := hdr.Xid
+	if hdr.Type == jute.OpPing {
+		// FinalRequestProcessor answers every ping with PING_XID, whatever
+		// xid the request carried.
+		xid = jute.XidPing
+	}
+	c.sendReply(xid, r.zxid, r.code, r.body)
 	return !r.close
 }
 
@@ -293,7 +299,9 @@ func (c *conn) multi(req *jute.MultiRequest) reply {
 		if op.Type == jute.OpGetData || op.Type == jute.OpGetChildren {
 			return errReply(c.srv.watches.Dispatched(), jute.CodeMarshallingError)
 		}
-		top, code := c.prepareWrite(op.Type, op.Request)
+		typ, rec := multiCreateOp(op)
+		req.Ops[i] = jute.MultiOp{Type: typ, Request: rec}
+		top, code := c.prepareWrite(typ, rec)
 		if code != jute.CodeOk {
 			failAt, failCode = i, code
 			break
@@ -340,6 +348,36 @@ func (c *conn) multi(req *jute.MultiRequest) reply {
 		}
 	}
 	return reply{zxid: res.Rev, body: resp, wait: true}
+}
+
+// multiCreateOp returns the op a multi's create really is. ZooKeeper's
+// MultiOperationRecord rebuilds every create with Op.create, which picks the
+// opcode from the flags alone: create2 becomes create (a result without a
+// Stat), a TTL mode becomes createTTL, CONTAINER becomes createContainer,
+// and a createTTL whose flags are not a TTL mode drops its TTL and becomes a
+// plain create. (A TTL mode sent in a CreateRequest stays as sent: ZooKeeper
+// then fails the whole request.)
+func multiCreateOp(op jute.MultiOp) (jute.OpCode, jute.Record) {
+	switch r := op.Request.(type) {
+	case *jute.CreateRequest:
+		if r.Flags.TTL() {
+			return op.Type, r
+		}
+		if r.Flags.Container() {
+			return jute.OpCreateContainer, r
+		}
+		return jute.OpCreate, r
+	case *jute.CreateTTLRequest:
+		if r.Flags.TTL() {
+			return jute.OpCreateTTL, r
+		}
+		typ := jute.OpCreate
+		if r.Flags.Container() {
+			typ = jute.OpCreateContainer
+		}
+		return typ, &jute.CreateRequest{Path: r.Path, Data: r.Data, ACL: r.ACL, Flags: r.Flags}
+	}
+	return op.Type, op.Request
 }
 
 // failedResults is a failed multi's answer: ok before the failed op, its

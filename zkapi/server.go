@@ -227,7 +227,7 @@ func (s *Server) followOnce() error {
 			if !ok {
 				return fmt.Errorf("subscription closed: %w", sub.Err())
 			}
-			s.watches.dispatch(re)
+			s.watches.dispatch(re, s.aclAt(re))
 		case <-s.ctx.Done():
 			return s.ctx.Err()
 		}
@@ -255,4 +255,32 @@ func (s *Server) ensureSystemNodes() error {
 		}
 	}
 	return nil
+}
+
+// aclAt returns a lookup of node ACLs as of revision re.Rev, for filtering
+// NodeChildrenChanged by the parent's ACL. A parent deleted later in the
+// same transaction had the ACL its delete event shows. If re.Rev is no
+// longer readable it reads the latest state: ACL changes fire no watches,
+// so that can only differ after a later setACL.
+func (s *Server) aclAt(re core.RevEvents) aclLookup {
+	return func(path string) []core.ACL {
+		for _, ev := range re.Events {
+			if ev.Type == core.EventDelete && ev.Prev != nil && string(ev.Prev.Key) == path {
+				return ev.Prev.ACL
+			}
+		}
+		v, err := s.backend.Read(s.ctx, re.Rev)
+		if err != nil {
+			if v, err = s.backend.Read(s.ctx, 0); err != nil {
+				s.log.Warn("reading a parent's ACL for a child watch", "path", path, "err", err)
+				return nil
+			}
+		}
+		defer v.Close()
+		n, _, err := core.TreeNode(v, []byte(path))
+		if err != nil || n == nil {
+			return nil
+		}
+		return n.ACL
+	}
 }

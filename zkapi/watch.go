@@ -266,12 +266,17 @@ func (w *watchManager) watchesByPath() map[string][]int64 {
 	return out
 }
 
-// dispatch queues the notifications for one committed revision.
-func (w *watchManager) dispatch(re core.RevEvents) {
+// aclLookup returns the ACL of the node at a path as of the revision being
+// dispatched (nil: open to everyone, as for a missing or implicit node).
+type aclLookup func(path string) []core.ACL
+
+// dispatch queues the notifications for one committed revision. parentACL
+// is asked only when a child watch is about to fire.
+func (w *watchManager) dispatch(re core.RevEvents, parentACL aclLookup) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, ev := range zkEvents(re.Events) {
-		w.fireLocked(ev, re.Rev)
+		w.fireLocked(ev, re.Rev, parentACL)
 	}
 	w.advanceLocked(re.Rev)
 }
@@ -280,6 +285,9 @@ func (w *watchManager) dispatch(re core.RevEvents) {
 type zkEvent struct {
 	typ  jute.EventType // NodeCreated, NodeDeleted or NodeDataChanged
 	path string
+	// acl is the node's ACL when the event happened (before a delete):
+	// only connections that may READ the node are told.
+	acl []core.ACL
 }
 
 // zkEvents translates one revision's core events into ZooKeeper node
@@ -298,17 +306,22 @@ func zkEvents(evs []core.Event) []zkEvent {
 			if i > 0 && evs[i-1].Type == core.EventDelete && !evs[i-1].Implicit && string(evs[i-1].Node.Key) == path {
 				continue // reported with the delete, as a data change
 			}
-			out = append(out, zkEvent{jute.EventNodeCreated, path})
+			out = append(out, zkEvent{jute.EventNodeCreated, path, nil})
 		case ev.Type == core.EventPut && ev.Prev == nil && !ev.WasImplicit:
-			out = append(out, zkEvent{jute.EventNodeCreated, path})
+			out = append(out, zkEvent{jute.EventNodeCreated, path, ev.Node.ACL})
 		case ev.Type == core.EventPut:
-			out = append(out, zkEvent{jute.EventNodeDataChanged, path})
+			out = append(out, zkEvent{jute.EventNodeDataChanged, path, ev.Node.ACL})
 		case ev.Type == core.EventDelete:
+			var acl []core.ACL
+			if ev.Prev != nil {
+				acl = ev.Prev.ACL
+			}
 			if !ev.Implicit && i+1 < len(evs) && evs[i+1].Type == core.EventPut && evs[i+1].Implicit && string(evs[i+1].Node.Key) == path {
-				out = append(out, zkEvent{jute.EventNodeDataChanged, path})
+				// Now an implicit parent, open to everyone.
+				out = append(out, zkEvent{jute.EventNodeDataChanged, path, nil})
 				continue
 			}
-			out = append(out, zkEvent{jute.EventNodeDeleted, path})
+			out = append(out, zkEvent{jute.EventNodeDeleted, path, acl})
 		}
 	}
 	return out
@@ -319,25 +332,34 @@ func zkEvents(evs []core.Event) []zkEvent {
 // watches; a delete fires the node's data and child watches (each
 // connection once) and its parent's child watches; a data change fires the
 // node's data watches.
-func (w *watchManager) fireLocked(ev zkEvent, rev int64) {
+//
+// As in ZooKeeper 3.8.4 and the Debian 3.8.0 security update (the fix for
+// CVE-2024-23944), a triggered watch is consumed for every watcher but the
+// event reaches only connections allowed to READ the node (the parent, for
+// NodeChildrenChanged).
+func (w *watchManager) fireLocked(ev zkEvent, rev int64, parentACL aclLookup) {
 	parent, hasParent := core.ParentPath([]byte(ev.path))
 	switch ev.typ {
 	case jute.EventNodeCreated, jute.EventNodeDataChanged:
-		w.notify(w.data.trigger(ev.path, ev.typ, rev, nil, map[*conn]bool{}), ev.typ, ev.path)
+		w.notify(w.data.trigger(ev.path, ev.typ, rev, nil, map[*conn]bool{}), ev.typ, ev.path, ev.acl)
 	case jute.EventNodeDeleted:
 		fired := map[*conn]bool{}
-		w.notify(w.data.trigger(ev.path, ev.typ, rev, nil, fired), ev.typ, ev.path)
-		w.notify(w.child.trigger(ev.path, ev.typ, rev, fired, map[*conn]bool{}), ev.typ, ev.path)
+		w.notify(w.data.trigger(ev.path, ev.typ, rev, nil, fired), ev.typ, ev.path, ev.acl)
+		w.notify(w.child.trigger(ev.path, ev.typ, rev, fired, map[*conn]bool{}), ev.typ, ev.path, ev.acl)
 	}
 	if hasParent && ev.typ != jute.EventNodeDataChanged {
 		p := string(parent)
-		w.notify(w.child.trigger(p, jute.EventNodeChildrenChanged, rev, nil, map[*conn]bool{}), jute.EventNodeChildrenChanged, p)
+		if conns := w.child.trigger(p, jute.EventNodeChildrenChanged, rev, nil, map[*conn]bool{}); len(conns) > 0 {
+			w.notify(conns, jute.EventNodeChildrenChanged, p, parentACL(p))
+		}
 	}
 }
 
-func (w *watchManager) notify(conns []*conn, typ jute.EventType, path string) {
+func (w *watchManager) notify(conns []*conn, typ jute.EventType, path string, acl []core.ACL) {
 	for _, c := range conns {
-		c.sendEvent(typ, path)
+		if core.CheckACL(acl, core.PermRead, c.identities()) {
+			c.sendEvent(typ, path)
+		}
 		if paths := w.byConn[c]; paths != nil && !w.data.has(path, c) && !w.child.has(path, c) {
 			delete(paths, path)
 		}
