@@ -67,7 +67,10 @@ func implicitNode(path []byte, d *Dir) *Node {
 	}
 }
 
-// layer is one level of pending writes over a View.
+// layer is one level of pending writes over a View. Its maps are made on
+// first write and cleared, not dropped, when the layer is reused: most
+// entries touch one or two kinds of record, and an Overlay applies many
+// entries one after another.
 type layer struct {
 	nodes     map[string]*Node // nil value: deleted
 	dirs      map[string]*Dir  // nil value: deleted
@@ -75,8 +78,8 @@ type layer struct {
 	leases    map[int64]*Lease // nil value: deleted
 	leaseKeys map[string]bool  // leaseKeyKey(id,key) -> present
 	meta      *Meta
-	// order keeps first-write order of node keys so batches are
-	// deterministic without sorting maps.
+	// order keeps first-write order of the keys so batches are
+	// deterministic without sorting maps. The group layer keeps none.
 	nodeOrder  []string
 	dirOrder   []string
 	childOrder []string
@@ -84,19 +87,29 @@ type layer struct {
 	lkOrder    []string
 }
 
-func newLayer() *layer {
-	return &layer{
-		nodes:     map[string]*Node{},
-		dirs:      map[string]*Dir{},
-		children:  map[string]bool{},
-		leases:    map[int64]*Lease{},
-		leaseKeys: map[string]bool{},
-	}
+// reset empties the layer, keeping its storage for the next entry.
+func (l *layer) reset() {
+	clear(l.nodes)
+	clear(l.dirs)
+	clear(l.children)
+	clear(l.leases)
+	clear(l.leaseKeys)
+	l.meta = nil
+	l.nodeOrder = l.nodeOrder[:0]
+	l.dirOrder = l.dirOrder[:0]
+	l.childOrder = l.childOrder[:0]
+	l.leaseOrder = l.leaseOrder[:0]
+	l.lkOrder = l.lkOrder[:0]
 }
 
-func (l *layer) empty() bool {
-	return len(l.nodes) == 0 && len(l.dirs) == 0 && len(l.children) == 0 &&
-		len(l.leases) == 0 && len(l.leaseKeys) == 0 && l.meta == nil
+// put sets m[k] = v, making m first if needed, and reports whether k is new.
+func put[K comparable, V any](m *map[K]V, k K, v V) bool {
+	if *m == nil {
+		*m = map[K]V{}
+	}
+	_, had := (*m)[k]
+	(*m)[k] = v
+	return !had
 }
 
 // Overlay is a View with pending writes on top of a base View. Apply writes
@@ -111,12 +124,14 @@ type Overlay struct {
 
 // NewOverlay returns an Overlay over base with nothing pending.
 func NewOverlay(base View) *Overlay {
-	return &Overlay{base: base, group: newLayer(), cur: newLayer()}
+	return &Overlay{base: base, group: &layer{}, cur: &layer{}}
 }
 
 // Reset drops everything pending and reads from base from now on.
 func (o *Overlay) Reset(base View) {
-	o.base, o.group, o.cur = base, newLayer(), newLayer()
+	o.base = base
+	o.group.reset()
+	o.cur.reset()
 }
 
 func childKey(parent, name []byte) string {
@@ -326,79 +341,90 @@ func prefixEnd(prefix []byte) []byte {
 
 func (o *Overlay) putNode(key []byte, n *Node) {
 	k := string(key)
-	if _, ok := o.cur.nodes[k]; !ok {
+	if put(&o.cur.nodes, k, n) {
 		o.cur.nodeOrder = append(o.cur.nodeOrder, k)
 	}
-	o.cur.nodes[k] = n
 }
 
 func (o *Overlay) putDir(path []byte, d *Dir) {
 	k := string(path)
-	if _, ok := o.cur.dirs[k]; !ok {
+	if put(&o.cur.dirs, k, d) {
 		o.cur.dirOrder = append(o.cur.dirOrder, k)
 	}
-	o.cur.dirs[k] = d
 }
 
 func (o *Overlay) putChild(parent, name []byte, present bool) {
 	k := childKey(parent, name)
-	if _, ok := o.cur.children[k]; !ok {
+	if put(&o.cur.children, k, present) {
 		o.cur.childOrder = append(o.cur.childOrder, k)
 	}
-	o.cur.children[k] = present
 }
 
 func (o *Overlay) putLease(id int64, le *Lease) {
-	if _, ok := o.cur.leases[id]; !ok {
+	if put(&o.cur.leases, id, le) {
 		o.cur.leaseOrder = append(o.cur.leaseOrder, id)
 	}
-	o.cur.leases[id] = le
 }
 
 func (o *Overlay) putLeaseKey(id int64, key []byte, present bool) {
 	k := leaseKeyKey(id, key)
-	if _, ok := o.cur.leaseKeys[k]; !ok {
+	if put(&o.cur.leaseKeys, k, present) {
 		o.cur.lkOrder = append(o.cur.lkOrder, k)
 	}
-	o.cur.leaseKeys[k] = present
 }
 
 func (o *Overlay) putMeta(m Meta) { o.cur.meta = &m }
 
 // Rollback drops the current layer.
-func (o *Overlay) Rollback() { o.cur = newLayer() }
+func (o *Overlay) Rollback() { o.cur.reset() }
 
 // commit folds the current layer into the group layer and returns its writes.
+// The Batch gets slices of its own: the layer's storage is reused.
 func (o *Overlay) commit(b *Batch) {
-	c := o.cur
+	c, g := o.cur, o.group
+	if len(c.nodeOrder) > 0 {
+		b.Nodes = make([]NodeWrite, 0, len(c.nodeOrder))
+	}
 	for _, k := range c.nodeOrder {
-		b.Nodes = append(b.Nodes, NodeWrite{Key: []byte(k), Node: c.nodes[k]})
-		if _, ok := o.group.nodes[k]; !ok {
-			o.group.nodeOrder = append(o.group.nodeOrder, k)
+		n := c.nodes[k]
+		// A stored node's key is the key it is written under.
+		key := []byte(nil)
+		if n != nil {
+			key = n.Key
+		} else {
+			key = []byte(k)
 		}
-		o.group.nodes[k] = c.nodes[k]
+		b.Nodes = append(b.Nodes, NodeWrite{Key: key, Node: n})
+		put(&g.nodes, k, n)
+	}
+	if len(c.dirOrder) > 0 {
+		b.Dirs = make([]DirWrite, 0, len(c.dirOrder))
 	}
 	for _, k := range c.dirOrder {
 		b.Dirs = append(b.Dirs, DirWrite{Path: []byte(k), Dir: c.dirs[k]})
-		o.group.dirs[k] = c.dirs[k]
+		put(&g.dirs, k, c.dirs[k])
+	}
+	if len(c.childOrder) > 0 {
+		b.Children = make([]ChildWrite, 0, len(c.childOrder))
 	}
 	for _, k := range c.childOrder {
-		i := bytes.IndexByte([]byte(k), 0)
-		b.Children = append(b.Children, ChildWrite{Parent: []byte(k[:i]), Name: []byte(k[i+1:]), Present: c.children[k]})
-		o.group.children[k] = c.children[k]
+		kb := []byte(k)
+		i := bytes.IndexByte(kb, 0)
+		b.Children = append(b.Children, ChildWrite{Parent: kb[:i:i], Name: kb[i+1:], Present: c.children[k]})
+		put(&g.children, k, c.children[k])
 	}
 	for _, id := range c.leaseOrder {
 		b.Leases = append(b.Leases, LeaseWrite{ID: id, Lease: c.leases[id]})
-		o.group.leases[id] = c.leases[id]
+		put(&g.leases, id, c.leases[id])
 	}
 	for _, k := range c.lkOrder {
 		b.LeaseKeys = append(b.LeaseKeys, LeaseKeyWrite{ID: int64(getUint64([]byte(k[:8]))), Key: []byte(k[8:]), Present: c.leaseKeys[k]})
-		o.group.leaseKeys[k] = c.leaseKeys[k]
+		put(&g.leaseKeys, k, c.leaseKeys[k])
 	}
 	if c.meta != nil {
 		m := *c.meta
 		b.Meta = &m
-		o.group.meta = &m
+		g.meta = &m
 	}
-	o.cur = newLayer()
+	c.reset()
 }
