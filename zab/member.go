@@ -380,6 +380,29 @@ func open(cfg Config, sm StateMachine, lock *dirLock) (*Member, error) {
 // written it is dropped; if it ends later the entry may still commit, and
 // Propose returns ctx.Err() without waiting. data is copied.
 func (m *Member) Propose(ctx context.Context, data []byte) (any, error) {
+	p, err := m.Submit(ctx, data)
+	if err != nil {
+		return nil, err
+	}
+	return p.Wait(ctx)
+}
+
+// Pending is a submitted proposal whose place in this member's proposal
+// order is fixed.
+type Pending struct {
+	m   *Member
+	p   *proposal
+	rep *replica
+}
+
+// Submit fixes data's place in this member's proposal order and returns
+// without waiting for it to commit, so one caller can have many proposals
+// in flight: proposals one goroutine submits one after another are written,
+// committed and applied in that order (a later one can commit only if the
+// earlier ones did, unless an earlier one failed with ErrLeaderChanged or
+// was dropped because its ctx ended before it was written). ctx governs the
+// proposal until it is written, as for Propose. data is copied.
+func (m *Member) Submit(ctx context.Context, data []byte) (*Pending, error) {
 	if len(data) > m.cfg.MaxEntrySize {
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrEntryTooLarge, len(data), m.cfg.MaxEntrySize)
 	}
@@ -387,7 +410,11 @@ func (m *Member) Propose(ctx context.Context, data []byte) (any, error) {
 		return nil, err
 	}
 	if m.rep != nil {
-		return m.rep.propose(ctx, data)
+		p, err := m.rep.submit(ctx, data)
+		if err != nil {
+			return nil, err
+		}
+		return &Pending{m: m, p: p, rep: m.rep}, nil
 	}
 	p := &proposal{ctx: ctx, data: append([]byte(nil), data...), done: make(chan result, 1)}
 	select {
@@ -397,10 +424,21 @@ func (m *Member) Propose(ctx context.Context, data []byte) (any, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+	return &Pending{m: m, p: p}, nil
+}
+
+// Wait returns the state machine's result for the proposal once it is on
+// stable storage and applied, or ctx.Err() if ctx ends first (the entry may
+// still commit).
+func (pd *Pending) Wait(ctx context.Context) (any, error) {
+	m, p := pd.m, pd.p
 	select {
 	case r := <-p.done:
 		return r.val, r.err
 	case <-ctx.Done():
+		if pd.rep != nil {
+			pd.rep.takeWaiter(p.reqID)
+		}
 		return nil, ctx.Err()
 	case <-m.done:
 		// Everything has stopped; the proposal was answered or never will be.

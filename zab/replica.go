@@ -231,7 +231,9 @@ func openReplicated(cfg Config, sm StateMachine, lock *dirLock) (*Member, error)
 
 // ---- caller-facing ----
 
-func (r *replica) propose(ctx context.Context, data []byte) (any, error) {
+// submit registers a proposal and queues it for the protocol loop, which
+// proposes (leader) or forwards (follower) proposals in queue order.
+func (r *replica) submit(ctx context.Context, data []byte) (*proposal, error) {
 	m := r.m
 	p := &proposal{ctx: ctx, data: append([]byte(nil), data...), done: make(chan result, 1)}
 	r.wmu.Lock()
@@ -241,26 +243,13 @@ func (r *replica) propose(ctx context.Context, data []byte) (any, error) {
 	r.wmu.Unlock()
 	select {
 	case r.inbox <- loopEvent{prop: p}:
+		return p, nil
 	case <-m.stopCh:
 		r.takeWaiter(p.reqID)
 		return nil, m.stoppedErr()
 	case <-ctx.Done():
 		r.takeWaiter(p.reqID)
 		return nil, ctx.Err()
-	}
-	select {
-	case res := <-p.done:
-		return res.val, res.err
-	case <-ctx.Done():
-		r.takeWaiter(p.reqID)
-		return nil, ctx.Err()
-	case <-m.done:
-		select {
-		case res := <-p.done:
-			return res.val, res.err
-		default:
-			return nil, m.stoppedErr()
-		}
 	}
 }
 
