@@ -9,6 +9,11 @@ type Backend interface {
 	// Propose orders op through the log and returns its result once the
 	// local replica has applied it, so the caller reads its own write.
 	Propose(ctx context.Context, op *Op) (*Result, error)
+	// Submit fixes op's place in the log order and returns without
+	// waiting: ops one goroutine submits one after another commit in that
+	// order, so a session can keep several writes in flight. ctx governs
+	// the op until it is written, as for Propose.
+	Submit(ctx context.Context, op *Op) (Pending, error)
 	// Read returns a consistent View at revision rev (0: the latest
 	// applied state), or ErrCompacted / ErrFutureRev.
 	Read(ctx context.Context, rev int64) (ReadView, error)
@@ -24,6 +29,12 @@ type Backend interface {
 	Leases() Lessor
 	// Status describes the member.
 	Status() Status
+}
+
+// Pending is a submitted op.
+type Pending interface {
+	// Wait returns the op's result once the local replica has applied it.
+	Wait(ctx context.Context) (*Result, error)
 }
 
 // ReadView is a View that belongs to one reader.

@@ -157,3 +157,33 @@ func TestLeasesGetAFreshTTLAfterRestart(t *testing.T) {
 		t.Fatalf("after restart remaining %d %v, want a full 10s", rem, ok)
 	}
 }
+
+func TestSubmitKeepsOneCallersOrder(t *testing.T) {
+	m := openTestMember(t, t.TempDir(), nil)
+	defer m.Close()
+	ctx := context.Background()
+	// A create then a create under it: only in order can both succeed.
+	mk := func(path string) *core.Op {
+		return &core.Op{Txn: &core.Txn{Auth: []core.ID{{Scheme: "ip", ID: "127.0.0.1"}},
+			Success: []core.TxnOp{{Kind: core.OpCreate, Key: []byte(path), Create: &core.CreateOptions{}}}}}
+	}
+	var pending []core.Pending
+	path := ""
+	for i := range 50 {
+		path += "/" + string(rune('a'+i%26))
+		p, err := m.Submit(ctx, mk(path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pending = append(pending, p)
+	}
+	for i, p := range pending {
+		res, err := p.Wait(ctx)
+		if err != nil || res.Err != nil {
+			t.Fatalf("create %d: %v %v", i, err, res)
+		}
+		if res.Rev != int64(i+2) {
+			t.Fatalf("create %d at revision %d, want %d", i, res.Rev, i+2)
+		}
+	}
+}

@@ -1,0 +1,28 @@
+package server
+
+import (
+	"context"
+
+	"github.com/januskv/janus/core"
+	"github.com/januskv/janus/zab"
+)
+
+// Submit implements core.Backend: the op's place in the log order is fixed
+// when Submit returns.
+func (m *Member) Submit(ctx context.Context, op *core.Op) (core.Pending, error) {
+	p, err := m.zab.Submit(ctx, core.EncodeOp(op))
+	if err != nil {
+		return nil, clusterErr("propose", err)
+	}
+	return pending{p}, nil
+}
+
+type pending struct{ p *zab.Pending }
+
+func (p pending) Wait(ctx context.Context) (*core.Result, error) {
+	r, err := p.p.Wait(ctx)
+	if err != nil {
+		return nil, clusterErr("propose", err)
+	}
+	return r.(*core.Result), nil
+}
