@@ -16,7 +16,9 @@ import (
 // exactly the stored record without encoding it again.
 type applyBase struct {
 	reader
-	raw map[string]baseNode
+	raw       map[string]baseNode
+	nodeCache *recordCache
+	dirCache  *recordCache
 }
 
 // baseNode is a node record as stored at the applied index.
@@ -43,13 +45,32 @@ func (b *applyBase) lookup(key []byte) (baseNode, error) {
 	if rec, ok := b.raw[string(key)]; ok {
 		return rec, nil
 	}
-	enc, err := b.get(nodeKey(key))
-	if err != nil {
-		return baseNode{}, err
+	enc, ok := b.nodeCache.get(key)
+	if !ok {
+		var err error
+		if enc, err = b.get(nodeKey(key)); err != nil {
+			return baseNode{}, err
+		}
+		b.nodeCache.put(key, enc)
 	}
 	rec := baseNode{enc: enc}
 	b.raw[string(key)] = rec
 	return rec, nil
+}
+
+func (b *applyBase) Dir(path []byte) (*core.Dir, error) {
+	enc, ok := b.dirCache.get(path)
+	if !ok {
+		var err error
+		if enc, err = b.get(dirKey(path)); err != nil {
+			return nil, err
+		}
+		b.dirCache.put(path, enc)
+	}
+	if enc == nil {
+		return nil, nil
+	}
+	return core.DecodeDir(enc)
 }
 
 // groupWrites is what one Apply call writes, built before any of it is.
@@ -57,6 +78,7 @@ type groupWrites struct {
 	batches []*core.Batch
 	events  [][]byte   // event record per batch, nil when it made no revision
 	encs    [][][]byte // per batch, the encoding of each NodeWrite (nil: delete)
+	dirEncs [][][]byte // per batch, the encoding of each DirWrite (nil: delete)
 	// nodes holds every node the group wrote so far, with its encoding
 	// (nil node and encoding for a delete): the state later entries see.
 	nodes map[string]baseNode
@@ -87,7 +109,12 @@ func (s *Store) Apply(entries []core.Entry) ([]*core.Result, []*core.Batch, erro
 		return nil, nil, nil
 	}
 	st := s.state.Load()
-	base := &applyBase{reader: reader{s.db.NewTransactionAt(st.applied, false)}, raw: map[string]baseNode{}}
+	base := &applyBase{
+		reader:    reader{s.db.NewTransactionAt(st.applied, false)},
+		raw:       map[string]baseNode{},
+		nodeCache: s.nodeCache,
+		dirCache:  s.dirCache,
+	}
 	defer base.txn.Discard()
 	ov := core.NewOverlay(base)
 	g := &groupWrites{nodes: map[string]baseNode{}, revIndex: map[int64]uint64{}, lastMeta: -1}
@@ -121,6 +148,7 @@ func (s *Store) Apply(entries []core.Entry) ([]*core.Result, []*core.Batch, erro
 	if err := s.writeApplied(last); err != nil {
 		return nil, nil, err
 	}
+	g.cache(s.nodeCache, s.dirCache)
 	if meta.CompactRev != st.compactRev {
 		readFloor, eventFloor := s.floorsFor(meta.CompactRev)
 		want, err := discardFor(readFloor, func(rev int64) (uint64, bool, error) {
@@ -179,13 +207,36 @@ func (g *groupWrites) add(b *core.Batch, base *applyBase) error {
 	for i, w := range b.Nodes {
 		g.nodes[string(w.Key)] = baseNode{enc: encs[i], node: w.Node}
 	}
+	var dirEncs [][]byte
+	if len(b.Dirs) > 0 {
+		dirEncs = make([][]byte, len(b.Dirs))
+		for i, w := range b.Dirs {
+			if w.Dir != nil {
+				dirEncs[i] = core.AppendDir(nil, w.Dir)
+			}
+		}
+	}
 	if b.Meta != nil {
 		g.lastMeta = len(g.batches)
 	}
 	g.batches = append(g.batches, b)
 	g.events = append(g.events, rec)
 	g.encs = append(g.encs, encs)
+	g.dirEncs = append(g.dirEncs, dirEncs)
 	return nil
+}
+
+// cache records the group's node and Dir writes, in order, as the latest
+// records: called once the group's applied index is written.
+func (g *groupWrites) cache(nodes, dirs *recordCache) {
+	for i, b := range g.batches {
+		for j, w := range b.Nodes {
+			nodes.put(w.Key, g.encs[i][j])
+		}
+		for j, w := range b.Dirs {
+			dirs.put(w.Path, g.dirEncs[i][j])
+		}
+	}
 }
 
 // write puts every batch of the group into Badger at its entry's index,
@@ -202,7 +253,7 @@ func (s *Store) write(g *groupWrites, compactRev int64) error {
 	wb := s.db.NewManagedWriteBatch()
 	for i, b := range g.batches {
 		writeMeta := b.Meta != nil && (i == g.lastMeta || b.Compact != 0)
-		if err := writeBatch(wb, b, g.encs[i], g.events[i], writeMeta); err != nil {
+		if err := writeBatch(wb, b, g.encs[i], g.dirEncs[i], g.events[i], writeMeta); err != nil {
 			wb.Cancel()
 			return fmt.Errorf("store: write entry %d: %w", b.Index, err)
 		}
@@ -223,10 +274,10 @@ func (s *Store) write(g *groupWrites, compactRev int64) error {
 	return nil
 }
 
-// writeBatch writes one entry's records at its index. encs holds the
-// encoding of each of b.Nodes. The revision's event record also serves as
+// writeBatch writes one entry's records at its index. encs and dirEncs hold
+// the encodings of b.Nodes and b.Dirs. The revision's event record also serves as
 // the revision index (see reader.revIndex).
-func writeBatch(wb *badger.WriteBatch, b *core.Batch, encs [][]byte, events []byte, writeMeta bool) error {
+func writeBatch(wb *badger.WriteBatch, b *core.Batch, encs, dirEncs [][]byte, events []byte, writeMeta bool) error {
 	ts := b.Index
 	set := func(key, value []byte) error {
 		if value == nil {
@@ -246,10 +297,10 @@ func writeBatch(wb *badger.WriteBatch, b *core.Batch, encs [][]byte, events []by
 			return err
 		}
 	}
-	for _, w := range b.Dirs {
+	for i, w := range b.Dirs {
 		var err error
 		if w.Dir != nil {
-			err = set(dirKey(w.Path), core.AppendDir(nil, w.Dir))
+			err = set(dirKey(w.Path), dirEncs[i])
 		} else {
 			err = del(dirKey(w.Path))
 		}

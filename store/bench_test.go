@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -10,6 +11,10 @@ import (
 )
 
 const benchKeys = 10000
+
+// benchCacheSize is Config.CacheSize for the Apply benchmarks, to compare
+// the record cache's sizes (-1: off).
+var benchCacheSize = flag.Int64("bench.cachesize", 0, "Config.CacheSize for the Apply benchmarks")
 
 func benchKey(i int) []byte { return fmt.Appendf(nil, "bench/key/%06d", i%benchKeys) }
 
@@ -56,7 +61,7 @@ func BenchmarkApplyCreate(b *testing.B) {
 func benchApply(b *testing.B, setup []core.Op, next func(index uint64) core.Entry) {
 	for _, group := range []int{1, 16, 256} {
 		b.Run(fmt.Sprintf("group=%d", group), func(b *testing.B) {
-			s, err := Open(Config{Dir: b.TempDir()})
+			s, err := Open(Config{Dir: b.TempDir(), CacheSize: *benchCacheSize})
 			if err != nil {
 				b.Fatal(err)
 			}

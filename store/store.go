@@ -25,11 +25,19 @@ type Config struct {
 	// when set (bytes).
 	MemTableSize   int64
 	BlockCacheSize int64
+	// CacheSize is the memory, in bytes, Apply may keep the latest node and
+	// Dir records in so that it does not read hot keys from Badger (see
+	// recordCache). 0 picks the default below; a negative size turns the
+	// cache off.
+	CacheSize int64
 }
 
 const (
 	defaultMemTableSize   = 16 << 20
 	defaultBlockCacheSize = 32 << 20
+	// defaultCacheSize holds about 40,000 records of 256-byte values: the
+	// keys a busy workload keeps rewriting, not the whole keyspace.
+	defaultCacheSize = 16 << 20
 	// compactChunk bounds how many revisions' index and event records one
 	// write of a compaction deletes.
 	compactChunk = 4096
@@ -56,6 +64,9 @@ type Store struct {
 	// owned by the applier.
 	restoredRev int64
 	closed      atomic.Bool
+	// nodeCache and dirCache hold latest records for Apply; owned by the
+	// applier.
+	nodeCache, dirCache *recordCache
 
 	// crashBeforeApplied makes Apply stop after writing a group's batches
 	// and before recording the applied index, as a crash there would. Only
@@ -110,7 +121,12 @@ func Open(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open badger in %s: %w", cfg.Dir, err)
 	}
-	s := &Store{db: db, log: log}
+	cache := cfg.CacheSize
+	if cache == 0 {
+		cache = defaultCacheSize
+	}
+	// Node records are bigger and more often read than Dir records.
+	s := &Store{db: db, log: log, nodeCache: newRecordCache(cache * 3 / 4), dirCache: newRecordCache(cache / 4)}
 	s.hist = newHistory(db.SetDiscardTs)
 	if err := s.load(); err != nil {
 		_ = db.Close()
@@ -158,6 +174,8 @@ func (s *Store) load() error {
 		return err
 	}
 	s.hist.advance(readFloor, eventFloor, want)
+	s.nodeCache.reset()
+	s.dirCache.reset()
 	s.state.Store(&published{applied: applied, rev: meta.Rev, compactRev: meta.CompactRev})
 	s.log.Debug("store opened", "applied", applied, "rev", meta.Rev, "compact_rev", meta.CompactRev)
 	return nil

@@ -333,9 +333,14 @@ func (h *harness) groupSize() int {
 }
 
 func TestDifferential(t *testing.T) {
+	// Apply's record cache: the default, one so small it evicts all the
+	// time, and none.
+	cacheSizes := map[uint64]int64{1: 0, 2: 4 << 10, 3: -1}
 	for _, seed := range []uint64{1, 2, 3} {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			h := newHarness(t, seed)
+			h.cfg.CacheSize = cacheSizes[seed]
+			h.reopen()
 			for h.gen.index < 3000 {
 				h.step(h.groupSize())
 				h.checkLatest()
