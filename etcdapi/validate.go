@@ -207,6 +207,10 @@ func grpcError(err error) error {
 		return rpctypes.ErrGRPCDeadlineExceeded
 	case errors.Is(err, core.ErrHubClosed):
 		return rpctypes.ErrGRPCStopped
+	case errors.Is(err, core.ErrNoLeader):
+		return rpctypes.ErrGRPCNoLeader
+	case errors.Is(err, core.ErrLeaderChanged):
+		return rpctypes.ErrGRPCLeaderChanged
 	}
 	return status.Error(codes.Unknown, err.Error())
 }
