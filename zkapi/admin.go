@@ -80,10 +80,13 @@ func (s *Server) adminCommand(name string) (map[string]any, error) {
 			return nil, err
 		}
 		st := s.backend.Status()
+		l := s.stats.latency.snapshot()
 		out := map[string]any{
 			"version": version, "server_state": s.mode(), "node_count": nodes,
 			"last_processed_zxid": st.Rev, "num_alive_client_connections": len(s.connections()),
-			"packets_received": s.packets(true), "packets_sent": s.packets(false),
+			"packets_received": s.stats.received.Load(), "packets_sent": s.stats.sent.Load(),
+			"outstanding_requests": s.stats.outstanding.Load(),
+			"min_latency":          l.min, "avg_latency": l.avg, "max_latency": l.max,
 		}
 		if name == "stats" {
 			out["connections"] = s.connInfos()

@@ -44,10 +44,12 @@ type conn struct {
 	auth   []core.ID
 
 	// Counters for cons/stat.
-	received atomic.Int64
-	sent     atomic.Int64
-	started  time.Time
-	lastKA   time.Time // reader only
+	received    atomic.Int64
+	sent        atomic.Int64
+	outstanding atomic.Int64 // requests read and not yet answered
+	stats       connStats
+	started     time.Time
+	lastKA      time.Time // reader only
 }
 
 // session is a ZooKeeper session as one connection holds it.
@@ -106,11 +108,17 @@ func (c *conn) run() {
 			c.logReadError(err)
 			return
 		}
-		c.received.Add(1)
+		c.countReceived()
 		if !c.serve(frame) {
 			return
 		}
 	}
+}
+
+// countReceived counts one frame (or four-letter word) read.
+func (c *conn) countReceived() {
+	c.received.Add(1)
+	c.srv.stats.received.Add(1)
 }
 
 func (c *conn) logReadError(err error) {
@@ -160,6 +168,7 @@ func (c *conn) writeLoop() {
 			return
 		}
 		c.sent.Add(int64(len(frames)))
+		c.srv.stats.sent.Add(int64(len(frames)))
 	}
 }
 
@@ -208,7 +217,7 @@ func (c *conn) handshake() bool {
 		c.logReadError(err)
 		return false
 	}
-	c.received.Add(1)
+	c.countReceived()
 	var req jute.ConnectRequest
 	if err := jute.Unmarshal(frame, &req); err != nil {
 		c.log.Warn("closing connection: malformed connect request", "err", err)

@@ -16,6 +16,7 @@ func (c *conn) fourLetterWord() bool {
 		return false
 	}
 	cmd := string(head)
+	c.countReceived()
 	var out string
 	if !c.srv.allowed(cmd) {
 		out = cmd + " is not executed because it is not in the whitelist.\n"
@@ -53,12 +54,15 @@ func (s *Server) fourLetterText(cmd string) string {
 		if cmd == "stat" {
 			b.WriteString("Clients:\n")
 			for _, ci := range s.connInfos() {
-				fmt.Fprintf(&b, " /%s[1](queued=0,recved=%d,sent=%d)\n", ci.Remote, ci.Received, ci.Sent)
+				b.WriteString(ci.line(true))
+				b.WriteString("\n")
 			}
 			b.WriteString("\n")
 		}
-		b.WriteString("Latency min/avg/max: 0/0.0/0\n")
-		fmt.Fprintf(&b, "Received: %d\nSent: %d\nConnections: %d\nOutstanding: 0\n", s.packets(true), s.packets(false), len(s.connections()))
+		l := s.stats.latency.snapshot()
+		fmt.Fprintf(&b, "Latency min/avg/max: %d/%s/%d\n", l.min, javaDouble(l.avg), l.max)
+		fmt.Fprintf(&b, "Received: %d\nSent: %d\nConnections: %d\nOutstanding: %d\n",
+			s.stats.received.Load(), s.stats.sent.Load(), len(s.connections()), s.stats.outstanding.Load())
 		fmt.Fprintf(&b, "Zxid: 0x%x\nMode: %s\nNode count: %d\n", s.backend.Status().Rev, s.mode(), nodes)
 	case "mntr":
 		pairs, err := s.mntr()
@@ -68,7 +72,8 @@ func (s *Server) fourLetterText(cmd string) string {
 		kv(pairs, "\t")
 	case "cons":
 		for _, ci := range s.connInfos() {
-			fmt.Fprintf(&b, " /%s[1](queued=0,recved=%d,sent=%d,sid=%s,est=%s,to=%d)\n", ci.Remote, ci.Received, ci.Sent, ci.Session, ci.Started, ci.Timeout)
+			b.WriteString(ci.line(false))
+			b.WriteString("\n")
 		}
 		b.WriteString("\n")
 	case "wchs":

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/januskv/janus/core"
 	"github.com/januskv/janus/zkapi/jute"
@@ -53,6 +54,13 @@ func (c *conn) serve(frame []byte) bool {
 			return true
 		}
 	}
+	start := time.Now()
+	c.srv.stats.outstanding.Add(1)
+	c.outstanding.Add(1)
+	defer func() {
+		c.srv.stats.outstanding.Add(-1)
+		c.outstanding.Add(-1)
+	}()
 	if !c.keepAlive(hdr.Type == jute.OpPing) {
 		return false
 	}
@@ -78,6 +86,11 @@ func (c *conn) serve(frame []byte) bool {
 		xid = jute.XidPing
 	}
 	c.sendReply(xid, r.zxid, r.code, r.body)
+	now := time.Now()
+	c.record(hdr.Type, hdr.Xid, r.zxid, now.Sub(start), now)
+	if hdr.Type == jute.OpAuth && r.code == jute.CodeAuthFailed {
+		c.srv.stats.authFailed.Add(1)
+	}
 	return !r.close
 }
 

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/januskv/janus/core"
 	"github.com/januskv/janus/zkapi/jute"
@@ -87,5 +88,43 @@ func TestMultiCreateOp(t *testing.T) {
 				t.Errorf("record %T", rec)
 			}
 		})
+	}
+}
+
+func TestJavaDouble(t *testing.T) {
+	// Double.toString, for the averages mntr and srvr print.
+	for _, tc := range []struct {
+		v    float64
+		want string
+	}{
+		{0, "0.0"},
+		{3, "3.0"},
+		{22.5, "22.5"},
+		{0.4286, "0.4286"},
+		{0.001, "0.001"},
+		{0.0005, "5.0E-4"},
+		{1.2345e7, "1.2345E7"},
+		{1e7, "1.0E7"},
+		{9999999, "9999999.0"},
+	} {
+		if got := javaDouble(tc.v); got != tc.want {
+			t.Errorf("javaDouble(%v) = %q, want %q", tc.v, got, tc.want)
+		}
+	}
+}
+
+func TestLatencySnapshot(t *testing.T) {
+	var l latency
+	if s := l.snapshot(); s.count != 0 || s.min != 0 || s.max != 0 || s.avg != 0 {
+		t.Fatalf("empty: %+v", s)
+	}
+	now := time.Now()
+	for _, d := range []time.Duration{3 * time.Millisecond, 47 * time.Millisecond, 500 * time.Microsecond, 20 * time.Millisecond} {
+		l.add(d, now)
+	}
+	s := l.snapshot()
+	// Total 70.5 ms over 4: 17.625 ms; whole-millisecond min and max.
+	if s.count != 4 || s.min != 0 || s.max != 47 || s.avg != 17.625 || s.avgTruncated != 17 || s.last != 20 {
+		t.Errorf("snapshot %+v", s)
 	}
 }

@@ -19,6 +19,7 @@ type Server struct {
 	log     *slog.Logger
 	watches *watchManager
 	started time.Time
+	stats   serverStats
 
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc

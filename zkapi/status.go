@@ -2,6 +2,8 @@ package zkapi
 
 import (
 	"fmt"
+	"math"
+	"net"
 	"os"
 	"runtime"
 	"slices"
@@ -33,9 +35,11 @@ func (s *Server) allowed(cmd string) bool {
 	return false
 }
 
-// treeCounts returns the number of znodes ZooKeeper would report (the root
-// and every tree path) and how many of them are ephemeral, with their
-// owners, and the approximate data size.
+// treeCounts returns the number of znodes ZooKeeper would report, how
+// many of them are ephemeral, with their owners, and the approximate data
+// size. ZooKeeper's DataTree keeps the root under both "" and "/", and its
+// node count and data size (the length of every path and its data) include
+// both: a fresh server has 5 nodes and 44 bytes.
 func (s *Server) treeCounts() (nodes, ephemerals int, owners map[int64][]string, dataSize int64, err error) {
 	v, err := s.backend.Read(s.ctx, 0)
 	if err != nil {
@@ -43,7 +47,7 @@ func (s *Server) treeCounts() (nodes, ephemerals int, owners map[int64][]string,
 	}
 	defer v.Close()
 	owners = map[int64][]string{}
-	nodes = 1 // the root
+	nodes, dataSize = 2, 1 // "" and "/"
 	err = v.Range([]byte("/"), []byte("0"), func(n *core.Node) bool {
 		if !core.IsTreePath(n.Key) || string(n.Key) == "/" {
 			return true
@@ -59,6 +63,23 @@ func (s *Server) treeCounts() (nodes, ephemerals int, owners map[int64][]string,
 	return nodes, ephemerals, owners, dataSize, err
 }
 
+// sessionCount returns the number of ZooKeeper sessions alive in the core.
+func (s *Server) sessionCount() (int, error) {
+	v, err := s.backend.Read(s.ctx, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer v.Close()
+	n := 0
+	err = v.Leases(func(l *core.Lease) bool {
+		if l.Session != nil {
+			n++
+		}
+		return true
+	})
+	return n, err
+}
+
 func (s *Server) mode() string {
 	st := s.backend.Status()
 	switch {
@@ -71,22 +92,72 @@ func (s *Server) mode() string {
 }
 
 type connInfo struct {
-	Remote   string `json:"remote_socket_address"`
-	Session  string `json:"session_id"`
-	Received int64  `json:"packets_received"`
-	Sent     int64  `json:"packets_sent"`
-	Timeout  int64  `json:"session_timeout"`
-	Started  string `json:"established"`
+	Remote      string `json:"remote_socket_address"`
+	Session     string `json:"session_id,omitempty"`
+	Received    int64  `json:"packets_received"`
+	Sent        int64  `json:"packets_sent"`
+	Outstanding int64  `json:"outstanding_requests"`
+	Timeout     int64  `json:"session_timeout,omitempty"`
+	Started     string `json:"established"`
+	LastOp      string `json:"last_operation,omitempty"`
+	LastCxid    string `json:"last_cxid,omitempty"`
+	LastZxid    string `json:"last_zxid,omitempty"`
+	LastLatency int64  `json:"last_latency"`
+	MinLatency  int64  `json:"min_latency"`
+	AvgLatency  int64  `json:"avg_latency"`
+	MaxLatency  int64  `json:"max_latency"`
+
+	established int64 // ms since the epoch
+	lastResp    int64 // ms since the server started
+}
+
+// line renders a connection as ZooKeeper's ServerCnxn.dumpConnectionInfo
+// does: the counters, and with brief unset the session's figures.
+func (ci connInfo) line(brief bool) string {
+	interest := "1"
+	if ci.Session == "" {
+		interest = "0" // a four-letter-word connection
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, " /%s[%s](queued=%d,recved=%d,sent=%d", ci.Remote, interest, ci.Outstanding, ci.Received, ci.Sent)
+	if !brief && ci.Session != "" {
+		fmt.Fprintf(&b, ",sid=%s,lop=%s,est=%d,to=%d", ci.Session, ci.LastOp, ci.established, ci.Timeout)
+		if ci.LastCxid != "" {
+			fmt.Fprintf(&b, ",lcxid=%s", ci.LastCxid)
+		}
+		fmt.Fprintf(&b, ",lzxid=%s,lresp=%d,llat=%d,minlat=%d,avglat=%d,maxlat=%d",
+			ci.LastZxid, ci.lastResp, ci.LastLatency, ci.MinLatency, ci.AvgLatency, ci.MaxLatency)
+	}
+	b.WriteString(")")
+	return b.String()
 }
 
 func (s *Server) connInfos() []connInfo {
 	var out []connInfo
 	for _, c := range s.connections() {
 		ci := connInfo{Remote: c.nc.RemoteAddr().String(), Received: c.received.Load(), Sent: c.sent.Load(),
-			Started: c.started.UTC().Format(time.RFC3339)}
+			Outstanding: c.outstanding.Load(), Started: c.started.UTC().Format(time.RFC3339), established: c.started.UnixMilli()}
 		if ss := c.session.Load(); ss != nil {
 			ci.Session = fmt.Sprintf("0x%x", ss.id)
 			ci.Timeout = ss.timeout.Milliseconds()
+			l := c.stats.latency.snapshot()
+			c.stats.mu.Lock()
+			lastOp, cxid, zxid := c.stats.lastOp, c.stats.lastCxid, c.stats.lastZxid
+			c.stats.mu.Unlock()
+			if lastOp == "" {
+				lastOp, cxid, zxid = "NA", -1, -1
+			}
+			ci.LastOp = lastOp
+			if cxid >= 0 {
+				ci.LastCxid = fmt.Sprintf("0x%x", cxid)
+			}
+			ci.LastZxid = fmt.Sprintf("0x%x", uint64(zxid))
+			ci.LastLatency, ci.MinLatency, ci.AvgLatency, ci.MaxLatency = l.last, l.min, l.avgTruncated, l.max
+			if l.count == 0 {
+				ci.MinLatency = math.MaxInt64 // ServerCnxn's starting minimum
+			} else {
+				ci.lastResp = l.lastAnswer.Sub(s.started).Milliseconds()
+			}
 		}
 		out = append(out, ci)
 	}
@@ -94,10 +165,22 @@ func (s *Server) connInfos() []connInfo {
 	return out
 }
 
+// clientPort is the port of the first listener, as conf reports it.
+func (s *Server) clientPort() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for l := range s.listeners {
+		if a, ok := l.Addr().(*net.TCPAddr); ok {
+			return a.Port
+		}
+	}
+	return -1
+}
+
 // conf is the configuration as conf and /commands/configuration show it.
 func (s *Server) conf() [][2]string {
 	return [][2]string{
-		{"clientPort", "-1"},
+		{"clientPort", fmt.Sprint(s.clientPort())},
 		{"secureClientPort", "-1"},
 		{"tickTime", fmt.Sprint(s.cfg.TickTime.Milliseconds())},
 		{"maxClientCnxns", fmt.Sprint(s.cfg.MaxClientConns)},
@@ -122,42 +205,44 @@ func (s *Server) envi() [][2]string {
 	}
 }
 
-// mntr returns ZooKeeper's monitoring keys.
+// mntr returns ZooKeeper's monitoring keys that Janus can answer, in the
+// order ZooKeeper 3.8 prints them, then Janus's own.
 func (s *Server) mntr() ([][2]string, error) {
 	nodes, ephemerals, _, size, err := s.treeCounts()
 	if err != nil {
 		return nil, err
 	}
+	sessions, err := s.sessionCount()
+	if err != nil {
+		return nil, err
+	}
 	_, paths, watches := s.watches.counts()
 	st := s.backend.Status()
-	return [][2]string{
+	l := s.stats.latency.snapshot()
+	pairs := [][2]string{
 		{"zk_version", version},
 		{"zk_server_state", s.mode()},
-		{"zk_avg_latency", "0"},
-		{"zk_max_latency", "0"},
-		{"zk_min_latency", "0"},
-		{"zk_packets_received", fmt.Sprint(s.packets(true))},
-		{"zk_packets_sent", fmt.Sprint(s.packets(false))},
-		{"zk_num_alive_connections", fmt.Sprint(len(s.connections()))},
-		{"zk_outstanding_requests", "0"},
-		{"zk_znode_count", fmt.Sprint(nodes)},
-		{"zk_watch_count", fmt.Sprint(watches)},
-		{"zk_watched_paths", fmt.Sprint(paths)},
 		{"zk_ephemerals_count", fmt.Sprint(ephemerals)},
+		{"zk_num_alive_connections", fmt.Sprint(len(s.connections()))},
+		{"zk_avg_latency", javaDouble(l.avg)},
+		{"zk_outstanding_requests", fmt.Sprint(s.stats.outstanding.Load())},
+		{"zk_znode_count", fmt.Sprint(nodes)},
+		{"zk_global_sessions", fmt.Sprint(sessions)},
+		{"zk_packets_sent", fmt.Sprint(s.stats.sent.Load())},
+		{"zk_packets_received", fmt.Sprint(s.stats.received.Load())},
+		{"zk_watch_count", fmt.Sprint(watches)},
+		{"zk_auth_failed_count", fmt.Sprint(s.stats.authFailed.Load())},
+		{"zk_min_latency", fmt.Sprint(l.min)},
 		{"zk_approximate_data_size", fmt.Sprint(size)},
-		{"zk_last_zxid", fmt.Sprintf("0x%x", st.Rev)},
-		{"zk_uptime", fmt.Sprint(time.Since(s.started).Milliseconds())},
-	}, nil
-}
-
-func (s *Server) packets(received bool) int64 {
-	var n int64
-	for _, c := range s.connections() {
-		if received {
-			n += c.received.Load()
-		} else {
-			n += c.sent.Load()
-		}
 	}
-	return n
+	if fds, err := os.ReadDir("/proc/self/fd"); err == nil {
+		pairs = append(pairs, [2]string{"zk_open_file_descriptor_count", fmt.Sprint(len(fds))})
+	}
+	return append(pairs,
+		[2]string{"zk_local_sessions", "0"},
+		[2]string{"zk_uptime", fmt.Sprint(time.Since(s.started).Milliseconds())},
+		[2]string{"zk_max_latency", fmt.Sprint(l.max)},
+		[2]string{"zk_watched_paths", fmt.Sprint(paths)},
+		[2]string{"zk_last_zxid", fmt.Sprintf("0x%x", st.Rev)},
+	), nil
 }
