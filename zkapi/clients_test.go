@@ -96,3 +96,22 @@ func TestZkCli(t *testing.T) {
 }
 
 var zxidOrTime = regexp.MustCompile(`^(cZxid|mZxid|pZxid|ctime|mtime|ephemeralOwner) = `)
+
+// TestCuratorCacheMissingRoot starts a CuratorCache on a missing root
+// against a real ZooKeeper and against Janus, and compares what the cache
+// reports as the root and a child below it come and go.
+func TestCuratorCacheMissingRoot(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs Curator")
+	}
+	ref := testenv.StartZooKeeper(t, testenv.ZKOptions{})
+	want := testenv.RunJava(t, "testdata/CuratorCacheMissingRoot.java", "CuratorCacheMissingRoot", ref.Addr, "/cmr")
+	got := testenv.RunJava(t, "testdata/CuratorCacheMissingRoot.java", "CuratorCacheMissingRoot", startJanus(t, zkapi.Config{}).Addr, "/cmr")
+	// Only what the program printed up to "done": the client library may
+	// log on stderr after it.
+	want, _, _ = strings.Cut(want, "done\n")
+	got, _, _ = strings.Cut(got, "done\n")
+	if got != want || !strings.Contains(got, "delete /cmr\n") {
+		t.Errorf("CuratorCache on Janus reported:\n%s\nZooKeeper's reported:\n%s", got, want)
+	}
+}
