@@ -64,9 +64,30 @@ type applier struct {
 	changed   bool
 	events    []Event
 	compactTo int64
-	// branches holds the branch each Txn of the entry takes, decided
-	// before any op runs.
+	// The branch each Txn of the entry takes, decided before any op runs:
+	// the outermost Txn's in top and topOK, nested ones' in branches (made
+	// only for an entry that has any).
+	top      *Txn
+	topOK    bool
 	branches map[*Txn]bool
+}
+
+func (a *applier) setBranch(t *Txn, ok bool) {
+	if a.top == nil {
+		a.top, a.topOK = t, ok
+		return
+	}
+	if a.branches == nil {
+		a.branches = map[*Txn]bool{}
+	}
+	a.branches[t] = ok
+}
+
+func (a *applier) branch(t *Txn) bool {
+	if t == a.top {
+		return a.topOK
+	}
+	return a.branches[t]
 }
 
 func (a *applier) seenRev() int64 {
@@ -77,16 +98,15 @@ func (a *applier) seenRev() int64 {
 }
 
 func (a *applier) txn(t *Txn) (*Result, error) {
-	if a.branches == nil {
+	if a.top == nil {
 		// etcd decides the branch of every nested Txn from the state
 		// before the outer Txn runs any op: nested compares do not see
 		// the writes of the ops before them.
-		a.branches = map[*Txn]bool{}
 		if err := a.decide(t); err != nil {
 			return nil, err
 		}
 	}
-	ok := a.branches[t]
+	ok := a.branch(t)
 	ops := t.Success
 	if !ok {
 		ops = t.Failure
@@ -161,7 +181,7 @@ func (a *applier) decide(t *Txn) error {
 	if err != nil {
 		return err
 	}
-	a.branches[t] = ok
+	a.setBranch(t, ok)
 	ops := t.Success
 	if !ok {
 		ops = t.Failure

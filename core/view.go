@@ -77,7 +77,8 @@ type layer struct {
 	children  map[string]bool  // childKey(parent,name) -> present
 	leases    map[int64]*Lease // nil value: deleted
 	leaseKeys map[string]bool  // leaseKeyKey(id,key) -> present
-	meta      *Meta
+	meta      Meta
+	hasMeta   bool
 	// order keeps first-write order of the keys so batches are
 	// deterministic without sorting maps. The group layer keeps none.
 	nodeOrder  []string
@@ -94,7 +95,7 @@ func (l *layer) reset() {
 	clear(l.children)
 	clear(l.leases)
 	clear(l.leaseKeys)
-	l.meta = nil
+	l.hasMeta = false
 	l.nodeOrder = l.nodeOrder[:0]
 	l.dirOrder = l.dirOrder[:0]
 	l.childOrder = l.childOrder[:0]
@@ -145,11 +146,11 @@ func leaseKeyKey(id int64, key []byte) string {
 }
 
 func (o *Overlay) Meta() (Meta, error) {
-	if o.cur.meta != nil {
-		return *o.cur.meta, nil
+	if o.cur.hasMeta {
+		return o.cur.meta, nil
 	}
-	if o.group.meta != nil {
-		return *o.group.meta, nil
+	if o.group.hasMeta {
+		return o.group.meta, nil
 	}
 	return o.base.Meta()
 }
@@ -373,7 +374,7 @@ func (o *Overlay) putLeaseKey(id int64, key []byte, present bool) {
 	}
 }
 
-func (o *Overlay) putMeta(m Meta) { o.cur.meta = &m }
+func (o *Overlay) putMeta(m Meta) { o.cur.meta, o.cur.hasMeta = m, true }
 
 // Rollback drops the current layer.
 func (o *Overlay) Rollback() { o.cur.reset() }
@@ -421,10 +422,10 @@ func (o *Overlay) commit(b *Batch) {
 		b.LeaseKeys = append(b.LeaseKeys, LeaseKeyWrite{ID: int64(getUint64([]byte(k[:8]))), Key: []byte(k[8:]), Present: c.leaseKeys[k]})
 		put(&g.leaseKeys, k, c.leaseKeys[k])
 	}
-	if c.meta != nil {
-		m := *c.meta
+	if c.hasMeta {
+		m := c.meta
 		b.Meta = &m
-		g.meta = &m
+		g.meta, g.hasMeta = m, true
 	}
 	c.reset()
 }
