@@ -79,6 +79,7 @@ type groupWrites struct {
 	events  [][]byte   // event record per batch, nil when it made no revision
 	encs    [][][]byte // per batch, the encoding of each NodeWrite (nil: delete)
 	dirEncs [][][]byte // per batch, the encoding of each DirWrite (nil: delete)
+	encAll  [][]byte   // the storage encs and dirEncs are windows of
 	// nodes holds every node the group wrote so far, with its encoding
 	// (nil node and encoding for a delete): the state later entries see.
 	nodes map[string]baseNode
@@ -169,12 +170,17 @@ func (s *Store) Apply(entries []core.Entry) ([]*core.Result, []*core.Batch, erro
 // add records one entry's batch and its event record. Each node written is
 // encoded once, here; the event recorder and the Badger write reuse it.
 func (g *groupWrites) add(b *core.Batch, base *applyBase) error {
-	encs := make([][]byte, len(b.Nodes))
-	for i, w := range b.Nodes {
+	// Each batch's encodings are a window of one group-wide slice: fewer
+	// allocations than a slice per batch.
+	start := len(g.encAll)
+	for _, w := range b.Nodes {
+		var enc []byte
 		if w.Node != nil {
-			encs[i] = core.AppendNode(nil, w.Node)
+			enc = core.AppendNode(nil, w.Node)
 		}
+		g.encAll = append(g.encAll, enc)
 	}
+	encs := g.encAll[start:len(g.encAll):len(g.encAll)]
 	var rec []byte
 	if b.Changed {
 		er := eventRecorder{
@@ -207,15 +213,15 @@ func (g *groupWrites) add(b *core.Batch, base *applyBase) error {
 	for i, w := range b.Nodes {
 		g.nodes[string(w.Key)] = baseNode{enc: encs[i], node: w.Node}
 	}
-	var dirEncs [][]byte
-	if len(b.Dirs) > 0 {
-		dirEncs = make([][]byte, len(b.Dirs))
-		for i, w := range b.Dirs {
-			if w.Dir != nil {
-				dirEncs[i] = core.AppendDir(nil, w.Dir)
-			}
+	start = len(g.encAll)
+	for _, w := range b.Dirs {
+		var enc []byte
+		if w.Dir != nil {
+			enc = core.AppendDir(nil, w.Dir)
 		}
+		g.encAll = append(g.encAll, enc)
 	}
+	dirEncs := g.encAll[start:len(g.encAll):len(g.encAll)]
 	if b.Meta != nil {
 		g.lastMeta = len(g.batches)
 	}

@@ -70,6 +70,8 @@ func (c *recordCache) put(key, enc []byte) {
 	c.cur[string(key)] = enc
 	c.curBytes += size
 	if c.curBytes >= c.half {
-		c.old, c.cur, c.curBytes = c.cur, map[string][]byte{}, 0
+		// The next generation will likely hold as many entries: sizing it
+		// so spares growing it step by step.
+		c.old, c.cur, c.curBytes = c.cur, make(map[string][]byte, len(c.cur)), 0
 	}
 }

@@ -65,11 +65,21 @@ type eventRecorder struct {
 }
 
 func (r *eventRecorder) record(b *core.Batch) ([]byte, error) {
-	out := []byte{eventFormatV1}
+	size := 1 + 3*binary.MaxVarintLen64
+	for i := range b.Events {
+		size += 1 + binary.MaxVarintLen32 + len(eventKeyOf(&b.Events[i]))
+	}
+	out := make([]byte, 0, size)
+	out = append(out, eventFormatV1)
 	out = binary.AppendUvarint(out, b.Index)
 	out = binary.AppendVarint(out, b.Time)
 	out = binary.AppendUvarint(out, uint64(len(b.Events)))
-	chain := map[string]*core.Node{}
+	// chain holds the node each key's last event left, once a second event
+	// may need it.
+	var chain map[string]*core.Node
+	if len(b.Events) > 1 {
+		chain = map[string]*core.Node{}
+	}
 	for i := range b.Events {
 		ev := &b.Events[i]
 		key := eventKeyOf(ev)
@@ -108,10 +118,12 @@ func (r *eventRecorder) record(b *core.Batch) ([]byte, error) {
 				}
 				prevOK = (ev.Prev == nil && stored == nil) || matchesStored(ev.Prev, n, stored)
 			}
-			if ev.Type == core.EventPut {
-				chain[string(key)] = ev.Node
-			} else {
-				chain[string(key)] = nil
+			if chain != nil {
+				if ev.Type == core.EventPut {
+					chain[string(key)] = ev.Node
+				} else {
+					chain[string(key)] = nil
+				}
 			}
 		}
 		if !nodeOK {
