@@ -55,7 +55,7 @@ func FuzzDecodeMessage(f *testing.F) {
 	})
 }
 
-func listenAddr(t *testing.T) string {
+func listenAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
