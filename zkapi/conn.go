@@ -179,7 +179,10 @@ func (c *conn) push(frame []byte) {
 	}
 }
 
-// sendEvent queues a watch notification.
+// sendEvent queues a watch notification. Its header is what ZooKeeper
+// 3.8's NIOServerCnxn.process and NettyServerCnxn.process send: xid -1
+// (NOTIFICATION_XID), zxid -1, err 0, so a client's last seen zxid never
+// moves on a notification.
 func (c *conn) sendEvent(typ jute.EventType, path string) {
 	e := jute.NewEncoder(make([]byte, 0, 32+len(path)))
 	start := e.BeginFrame()

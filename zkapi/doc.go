@@ -16,7 +16,9 @@
 // The manager records the highest revision it has dispatched; before a reply
 // that reflects revision R is queued, the reader waits until R has been
 // dispatched, so a notification always reaches the client before any reply
-// that shows the change.
+// that shows the change. A triggered watch is consumed for every watcher,
+// but its event reaches only connections allowed to READ the node, as in
+// ZooKeeper 3.8.4 and Debian's patched 3.8.0 (the fix for CVE-2024-23944).
 //
 // The wire codec lives in the jute subpackage; this package decides what the
 // records mean: path rules, ACL fix-up, error codes, Stats and watches as

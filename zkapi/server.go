@@ -264,24 +264,34 @@ func (s *Server) ensureSystemNodes() error {
 // longer readable it reads the latest state: ACL changes fire no watches,
 // so that can only differ after a later setACL.
 func (s *Server) aclAt(re core.RevEvents) aclLookup {
+	seen := map[string][]core.ACL{} // a multi may touch one parent often
 	return func(path string) []core.ACL {
-		for _, ev := range re.Events {
-			if ev.Type == core.EventDelete && ev.Prev != nil && string(ev.Prev.Key) == path {
-				return ev.Prev.ACL
-			}
+		if acl, ok := seen[path]; ok {
+			return acl
 		}
-		v, err := s.backend.Read(s.ctx, re.Rev)
-		if err != nil {
-			if v, err = s.backend.Read(s.ctx, 0); err != nil {
-				s.log.Warn("reading a parent's ACL for a child watch", "path", path, "err", err)
-				return nil
-			}
+		acl := s.readACL(re, path)
+		seen[path] = acl
+		return acl
+	}
+}
+
+func (s *Server) readACL(re core.RevEvents, path string) []core.ACL {
+	for _, ev := range re.Events {
+		if ev.Type == core.EventDelete && ev.Prev != nil && string(ev.Prev.Key) == path {
+			return ev.Prev.ACL
 		}
-		defer v.Close()
-		n, _, err := core.TreeNode(v, []byte(path))
-		if err != nil || n == nil {
+	}
+	v, err := s.backend.Read(s.ctx, re.Rev)
+	if err != nil {
+		if v, err = s.backend.Read(s.ctx, 0); err != nil {
+			s.log.Warn("reading a parent's ACL for a child watch", "path", path, "err", err)
 			return nil
 		}
-		return n.ACL
 	}
+	defer v.Close()
+	n, _, err := core.TreeNode(v, []byte(path))
+	if err != nil || n == nil {
+		return nil
+	}
+	return n.ACL
 }

@@ -292,3 +292,76 @@ func TestSetWatchesFiresChangedAndArmsTheRest(t *testing.T) {
 		t.Errorf("armed exists watch: %+v", c.events)
 	}
 }
+
+// TestWatchEventsNeedRead checks that an event reaches only watchers that
+// may READ the node (the parent, for NodeChildrenChanged), and that a
+// watcher without READ loses its one-shot watch all the same.
+func TestWatchEventsNeedRead(t *testing.T) {
+	j := startJanus(t, zkapi.Config{})
+	alice, _ := connect(t, j.Addr, 10*time.Second)
+	anon, _ := connect(t, j.Addr, 10*time.Second)
+	if err := alice.AddAuth("digest", []byte("alice:pw")); err != nil {
+		t.Fatal(err)
+	}
+	private := zk.DigestACL(zk.PermAll, "alice", "pw")
+	if _, err := alice.Create("/priv", nil, 0, private); err != nil {
+		t.Fatal(err)
+	}
+	// Both watch the private node's creation-to-be and its children.
+	_, _, anonExists, err := anon.ExistsW("/priv/kid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, aliceExists, err := alice.ExistsW("/priv/kid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, aliceKids, err := alice.ChildrenW("/priv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.Create("/priv/kid", nil, 0, private); err != nil {
+		t.Fatal(err)
+	}
+	if ev := waitEvent(t, aliceExists); ev.Type != zk.EventNodeCreated {
+		t.Errorf("alice's exists watch: %+v", ev)
+	}
+	if ev := waitEvent(t, aliceKids); ev.Type != zk.EventNodeChildrenChanged {
+		t.Errorf("alice's child watch: %+v", ev)
+	}
+	// A round trip on anon's connection: any event for it would come first.
+	if _, _, err := anon.Exists("/"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-anonExists:
+		t.Errorf("anonymous watcher told of a node it may not read: %+v", ev)
+	default:
+	}
+	// The watch was consumed: once anon may read, a change still tells it
+	// nothing, until it watches again.
+	if err := anon.AddAuth("digest", []byte("alice:pw")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.Set("/priv/kid", []byte("x"), -1); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := anon.Exists("/"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-anonExists:
+		t.Errorf("consumed watch fired again: %+v", ev)
+	default:
+	}
+	_, _, again, err := anon.GetW("/priv/kid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.Set("/priv/kid", []byte("y"), -1); err != nil {
+		t.Fatal(err)
+	}
+	if ev := waitEvent(t, again); ev.Type != zk.EventNodeDataChanged {
+		t.Errorf("new watch after auth: %+v", ev)
+	}
+}
