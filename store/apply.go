@@ -88,6 +88,9 @@ type groupWrites struct {
 	// lastMeta is the position in batches of the last batch that changed
 	// core.Meta, -1 if none did.
 	lastMeta int
+	// lastDir holds, per tree path, the position in batches of the last
+	// batch that wrote its Dir record: only that write is stored.
+	lastDir map[string]int
 }
 
 // Apply applies a group of committed entries in order and makes their
@@ -118,7 +121,7 @@ func (s *Store) Apply(entries []core.Entry) ([]*core.Result, []*core.Batch, erro
 	}
 	defer base.txn.Discard()
 	ov := core.NewOverlay(base)
-	g := &groupWrites{nodes: map[string]baseNode{}, revIndex: map[int64]uint64{}, lastMeta: -1}
+	g := &groupWrites{nodes: map[string]baseNode{}, revIndex: map[int64]uint64{}, lastMeta: -1, lastDir: map[string]int{}}
 	results := make([]*core.Result, 0, len(entries))
 	last := st.applied
 	for i := range entries {
@@ -220,6 +223,7 @@ func (g *groupWrites) add(b *core.Batch, base *applyBase) error {
 			enc = core.AppendDir(nil, w.Dir)
 		}
 		g.encAll = append(g.encAll, enc)
+		g.lastDir[string(w.Path)] = len(g.batches)
 	}
 	dirEncs := g.encAll[start:len(g.encAll):len(g.encAll)]
 	if b.Meta != nil {
@@ -248,6 +252,13 @@ func (g *groupWrites) cache(nodes, dirs *recordCache) {
 // write puts every batch of the group into Badger at its entry's index,
 // then trims the event log below any new compact revision.
 //
+// A tree path's Dir record is written once per group too, by the last batch
+// that changed it: ZooKeeper creates in one parent rewrite the parent's Dir
+// once each, and only the last of them is read again. Dir records are
+// ZooKeeper's, which reads only the latest state; at a timestamp inside a
+// group (a View of an older revision) a Dir record can lag, while nodes and
+// the child index are exact at every revision.
+//
 // core.Meta is written once per group, by the last batch that changed it,
 // rather than by every entry: at the applied index, where the latest state
 // and the next group read it, it is exact. A View at an older revision reads
@@ -259,7 +270,8 @@ func (s *Store) write(g *groupWrites, compactRev int64) error {
 	wb := s.db.NewManagedWriteBatch()
 	for i, b := range g.batches {
 		writeMeta := b.Meta != nil && (i == g.lastMeta || b.Compact != 0)
-		if err := writeBatch(wb, b, g.encs[i], g.dirEncs[i], g.events[i], writeMeta); err != nil {
+		lastDir := func(path []byte) bool { return g.lastDir[string(path)] == i }
+		if err := writeBatch(wb, b, g.encs[i], g.dirEncs[i], lastDir, g.events[i], writeMeta); err != nil {
 			wb.Cancel()
 			return fmt.Errorf("store: write entry %d: %w", b.Index, err)
 		}
@@ -281,9 +293,10 @@ func (s *Store) write(g *groupWrites, compactRev int64) error {
 }
 
 // writeBatch writes one entry's records at its index. encs and dirEncs hold
-// the encodings of b.Nodes and b.Dirs. The revision's event record also serves as
+// the encodings of b.Nodes and b.Dirs; lastDir says whether this batch is
+// the group's last to write a Dir (see Store.write). The revision's event record also serves as
 // the revision index (see reader.revIndex).
-func writeBatch(wb *badger.WriteBatch, b *core.Batch, encs, dirEncs [][]byte, events []byte, writeMeta bool) error {
+func writeBatch(wb *badger.WriteBatch, b *core.Batch, encs, dirEncs [][]byte, lastDir func(path []byte) bool, events []byte, writeMeta bool) error {
 	ts := b.Index
 	set := func(key, value []byte) error {
 		if value == nil {
@@ -304,6 +317,9 @@ func writeBatch(wb *badger.WriteBatch, b *core.Batch, encs, dirEncs [][]byte, ev
 		}
 	}
 	for i, w := range b.Dirs {
+		if !lastDir(w.Path) {
+			continue
+		}
 		var err error
 		if w.Dir != nil {
 			err = set(dirKey(w.Path), dirEncs[i])
