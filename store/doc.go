@@ -40,6 +40,25 @@
 // index lie above it, where no read looks, and replay rewrites them with the
 // same bytes. This relies on the entries replayed being those applied before.
 //
+// # What is exact at which timestamp
+//
+// Node records, the child index, leases and the event log are written at
+// the index of every entry that changes them, so a read at any timestamp
+// sees them exactly. core.Meta and Dir records are written once per applied
+// group, by the group's last entry that changed them: they are exact at
+// every applied index, which is where the latest state and Apply read them,
+// but can lag at a timestamp inside a group. A View of an older revision
+// takes its Meta revision from itself (and compactions write Meta at their
+// own index); Dir records are ZooKeeper's, and ZooKeeper reads only the
+// latest state.
+//
+// # Apply's record cache
+//
+// Apply keeps the latest encodings of the node and Dir records it reads and
+// writes in a cache bounded by Config.CacheSize (default 16 MiB), so that
+// rewriting a hot key does not cost a Badger read. It only ever describes
+// the state at the applied index; see recordCache.
+//
 // # Compaction
 //
 // Compacting to revision C refuses reads below C, trims the revision index and
