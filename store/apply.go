@@ -143,13 +143,7 @@ func (s *Store) Apply(entries []core.Entry) ([]*core.Result, []*core.Batch, erro
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: read meta after group: %w", err)
 	}
-	if err := s.write(g, st.compactRev); err != nil {
-		return nil, nil, err
-	}
-	if s.crashBeforeApplied {
-		return nil, nil, fmt.Errorf("store: stopped before recording applied index %d (test crash)", last)
-	}
-	if err := s.writeApplied(last); err != nil {
+	if err := s.write(g, st.compactRev, last); err != nil {
 		return nil, nil, err
 	}
 	g.cache(s.nodeCache, s.dirCache)
@@ -266,7 +260,16 @@ func (g *groupWrites) cache(nodes, dirs *recordCache) {
 // View.Meta takes the revision from the View itself, and the compact
 // revision, the only other field, is still written by every entry that
 // changes it.
-func (s *Store) write(g *groupWrites, compactRev int64) error {
+//
+// The applied index goes last. Without a compaction in the group it is the
+// last record of the group's own write batch: Badger writes a batch's
+// records to its log in order, and replays a torn log only up to its first
+// damaged record, so a crash that keeps the applied index keeps everything
+// before it. A group that compacts records it in a write of its own after
+// the trimming, so that a crash cannot record the compaction applied with
+// its trimming undone.
+func (s *Store) write(g *groupWrites, compactRev int64, applied uint64) error {
+	compacts := false
 	wb := s.db.NewManagedWriteBatch()
 	for i, b := range g.batches {
 		writeMeta := b.Meta != nil && (i == g.lastMeta || b.Compact != 0)
@@ -275,9 +278,22 @@ func (s *Store) write(g *groupWrites, compactRev int64) error {
 			wb.Cancel()
 			return fmt.Errorf("store: write entry %d: %w", b.Index, err)
 		}
+		compacts = compacts || b.Compact != 0
+	}
+	if !compacts && !s.crashBeforeApplied {
+		if err := wb.SetEntryAt(badger.NewEntry(metaKey(metaApplied), encodeUint64(applied)), applied); err != nil {
+			wb.Cancel()
+			return fmt.Errorf("store: record applied index %d: %w", applied, err)
+		}
 	}
 	if err := wb.Flush(); err != nil {
 		return fmt.Errorf("store: write group: %w", err)
+	}
+	if s.crashBeforeApplied {
+		return fmt.Errorf("store: stopped before recording applied index %d (test crash)", applied)
+	}
+	if !compacts {
+		return nil
 	}
 	from := max(compactRev, s.restoredRev, 1)
 	for _, b := range g.batches {
@@ -289,7 +305,7 @@ func (s *Store) write(g *groupWrites, compactRev int64) error {
 		}
 		from = max(from, b.Compact)
 	}
-	return nil
+	return s.writeApplied(applied)
 }
 
 // writeBatch writes one entry's records at its index. encs and dirEncs hold
@@ -401,7 +417,8 @@ func (s *Store) trimHistory(from, to int64, ts uint64) error {
 	return nil
 }
 
-// writeApplied records the applied index, alone, after everything it covers.
+// writeApplied records the applied index, alone, after everything it covers
+// (see Store.write for when it is written with the group instead).
 func (s *Store) writeApplied(index uint64) error {
 	wb := s.db.NewManagedWriteBatch()
 	if err := wb.SetEntryAt(badger.NewEntry(metaKey(metaApplied), encodeUint64(index)), index); err != nil {

@@ -34,7 +34,10 @@
 // # Write order and crashes
 //
 // Apply writes a group's batches, then the applied index, then lets readers
-// see the new state. Badger does not fsync (the consensus log is the
+// see the new state. The applied index is the last record of the group's
+// Badger write batch (or, for a group that compacts, a write of its own
+// after the trimming): Badger logs a batch's records in order and replays a
+// torn log up to its first damaged record only. Badger does not fsync (the consensus log is the
 // durability); after a crash the applied index Badger kept says where the
 // log is replayed from. Writes of a group that had not recorded its applied
 // index lie above it, where no read looks, and replay rewrites them with the
