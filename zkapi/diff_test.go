@@ -257,8 +257,10 @@ func (g *diffGen) next() diffOp {
 
 // TestDifferentialAgainstZooKeeper runs seeded random operations against a
 // real ZooKeeper 3.8 and against Janus and compares every answer: error
-// codes, created names, data, children, Stats (zxids compared structurally)
-// and the watch events each operation fires. ZKAPI_DIFF_SEEDS adds seeds,
+// codes, created names, data, children, ACLs, Stats (zxids compared
+// structurally) and the watch events each operation fires. Each seed ends
+// with a reaping phase (containers and TTL nodes) and a comparison of its
+// whole final subtree. ZKAPI_DIFF_SEEDS adds seeds (e.g. "$(seq 5 40)"),
 // ZKAPI_DIFF_OPS changes the ops per seed, ZKAPI_DIFF_TRACE logs every answer.
 func TestDifferentialAgainstZooKeeper(t *testing.T) {
 	if testing.Short() {
@@ -607,24 +609,35 @@ func (s *diffSystem) renderDump(d []dumpNode) string {
 	return b.String()
 }
 
-// settle waits until the subtree at root stops changing across two reads
-// more than one reaper interval apart, so every container and TTL node due
-// for removal (and every container emptied by that) is gone, and returns
-// it. It keeps the raw session alive meanwhile.
-func (s *diffSystem) settle(root string) []dumpNode {
-	prev := s.dump(root)
+// settle waits until the subtree at root stops changing on every system
+// across two reads more than one reaper interval apart, so every container
+// and TTL node due for removal (and every container emptied by that) is
+// gone, and returns each system's subtree. The systems are read in the
+// same rounds, so the wait is paid once; their raw sessions are kept
+// alive meanwhile.
+func settle(t *testing.T, systems []*diffSystem, root string) [][]dumpNode {
+	prev := make([][]dumpNode, len(systems))
+	for k, s := range systems {
+		prev[k] = s.dump(root)
+	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		time.Sleep(1500 * time.Millisecond)
-		s.rcall(jute.OpPing, nil, nil)
-		cur := s.dump(root)
-		if slices.EqualFunc(prev, cur, func(a, b dumpNode) bool { return a == b }) {
-			return cur
+		stable := true
+		for k, s := range systems {
+			s.rcall(jute.OpPing, nil, nil)
+			cur := s.dump(root)
+			if !slices.EqualFunc(prev[k], cur, func(a, b dumpNode) bool { return a == b }) {
+				stable = false
+			}
+			prev[k] = cur
+		}
+		if stable {
+			return prev
 		}
 		if time.Now().After(deadline) {
-			s.t.Fatalf("%s: subtree %s still changing after a minute", s.name, root)
+			t.Fatalf("subtree %s still changing after a minute", root)
 		}
-		prev = cur
 	}
 }
 
@@ -714,10 +727,7 @@ func reapPhase(t *testing.T, rng *rand.Rand, base string, systems []*diffSystem)
 			step("delete "+pl.path+"/k", func(s *diffSystem) string { return errText(s.a.Delete(pl.path+"/k", -1)) })
 		}
 	}
-	dumps := make([][]dumpNode, len(systems))
-	for k, s := range systems {
-		dumps[k] = s.settle(base)
-	}
+	dumps := settle(t, systems, base)
 	step("final tree", func(s *diffSystem) string {
 		k := slices.Index(systems, s)
 		return s.renderDump(dumps[k]) + "events: " + s.events()
