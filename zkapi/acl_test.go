@@ -2,6 +2,7 @@ package zkapi_test
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -149,6 +150,25 @@ func TestFourLetterWordsAndAdmin(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.Contains(string(body), `"command": "ruok"`) {
 		t.Errorf("admin ruok: %d %s", resp.StatusCode, body)
+	}
+	// srvr as ZooKeeper's AdminServer shapes it: the ServerStats bean
+	// under server_stats, node_count beside it.
+	resp, err = srv.Client().Get(srv.URL + "/commands/srvr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var srvr struct {
+		Command     string `json:"command"`
+		NodeCount   int    `json:"node_count"`
+		ServerStats struct {
+			ServerState     string `json:"server_state"`
+			PacketsReceived int64  `json:"packets_received"`
+		} `json:"server_stats"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&srvr)
+	resp.Body.Close()
+	if err != nil || srvr.Command != "server_stats" || srvr.NodeCount != 5 || srvr.ServerStats.ServerState != "standalone" || srvr.ServerStats.PacketsReceived == 0 {
+		t.Errorf("admin srvr: %+v, %v", srvr, err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // AdminHandler serves ZooKeeper AdminServer-style JSON commands under
@@ -75,18 +76,25 @@ func (s *Server) adminCommand(name string) (map[string]any, error) {
 		}
 		return m, nil
 	case "server_stats", "stats":
+		// As ZooKeeper's SrvrCommand: version, read_only, the ServerStats
+		// bean under server_stats, node_count; stats adds connections.
 		nodes, _, _, _, err := s.treeCounts()
 		if err != nil {
 			return nil, err
 		}
-		st := s.backend.Status()
 		l := s.stats.latency.snapshot()
 		out := map[string]any{
-			"version": version, "server_state": s.mode(), "node_count": nodes,
-			"last_processed_zxid": st.Rev, "num_alive_client_connections": len(s.connections()),
-			"packets_received": s.stats.received.Load(), "packets_sent": s.stats.sent.Load(),
-			"outstanding_requests": s.stats.outstanding.Load(),
-			"min_latency":          l.min, "avg_latency": l.avg, "max_latency": l.max,
+			"version": version, "read_only": false, "node_count": nodes,
+			"server_stats": map[string]any{
+				"packets_sent": s.stats.sent.Load(), "packets_received": s.stats.received.Load(),
+				"fsync_threshold_exceed_count": 0, "provider_null": false, "server_state": s.mode(),
+				"outstanding_requests": s.stats.outstanding.Load(),
+				"min_latency":          l.min, "avg_latency": l.avg, "max_latency": l.max,
+				"last_processed_zxid":          s.backend.Status().Rev,
+				"num_alive_client_connections": len(s.connections()),
+				"uptime":                       time.Since(s.started).Milliseconds(),
+				"auth_failed_count":            s.stats.authFailed.Load(),
+			},
 		}
 		if name == "stats" {
 			out["connections"] = s.connInfos()
