@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -163,9 +165,18 @@ func TestClusterWipedMemberRejoins(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	// And it takes part again: a write through it is acknowledged.
-	if _, err := fcli.Put(ctx, "/wipe/after", "v"); err != nil {
-		t.Fatalf("write through the rejoined member: %v", err)
+	// And it takes part again: a write through it is acknowledged. Its
+	// state can be caught up a moment before it has finished joining the
+	// leader, when it still answers "no leader", which a client retries.
+	for {
+		_, err := fcli.Put(ctx, "/wipe/after", "v")
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, rpctypes.ErrNoLeader) || ctx.Err() != nil {
+			t.Fatalf("write through the rejoined member: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	if log := tail(c.Nodes[f].LogPath, 1000); !strings.Contains(log, "installed snapshot") {
 		t.Errorf("the wiped member caught up without a snapshot; its log:\n%s", tail(c.Nodes[f].LogPath, 30))
