@@ -103,7 +103,7 @@ func (s *Server) adminCommand(name string) (map[string]any, error) {
 	case "connections":
 		return map[string]any{"connections": s.connInfos()}, nil
 	case "watch_summary":
-		conns, paths, watches := s.watches.counts()
+		conns, paths, watches := s.watches.dataSummary()
 		return map[string]any{"num_connections": conns, "num_paths": paths, "num_total_watches": watches}, nil
 	case "dump":
 		_, _, owners, _, err := s.treeCounts()

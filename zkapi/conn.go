@@ -47,6 +47,7 @@ type conn struct {
 	received    atomic.Int64
 	sent        atomic.Int64
 	outstanding atomic.Int64 // requests read and not yet answered
+	lastActive  atomic.Int64 // ms since the epoch of the last frame read
 	stats       connStats
 	started     time.Time
 	lastKA      time.Time // reader only
@@ -70,6 +71,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		log: s.log.With("remote", nc.RemoteAddr().String()), remote: remote,
 		ctx: ctx, cancel: cancel, done: make(chan struct{}), started: time.Now(),
 	}
+	c.lastActive.Store(c.started.UnixMilli())
 	c.auth = []core.ID{{Scheme: "ip", ID: remote}}
 	return c
 }
@@ -117,6 +119,7 @@ func (c *conn) run() {
 
 // countReceived counts one frame (or four-letter word) read.
 func (c *conn) countReceived() {
+	c.lastActive.Store(time.Now().UnixMilli())
 	c.received.Add(1)
 	c.srv.stats.received.Add(1)
 }

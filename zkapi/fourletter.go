@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/januskv/janus/core"
 )
 
 // fourLetterWord answers a four-letter word if the connection starts with
@@ -76,39 +78,38 @@ func (s *Server) fourLetterText(cmd string) string {
 			b.WriteString("\n")
 		}
 		b.WriteString("\n")
-	case "wchs":
-		conns, paths, watches := s.watches.counts()
-		fmt.Fprintf(&b, "%d connections watching %d paths\nTotal watches:%d\n", conns, paths, watches)
-	case "wchp":
-		byPath := s.watches.watchesByPath()
-		for _, p := range sortedKeys(byPath) {
-			fmt.Fprintf(&b, "%s\n", p)
-			for _, id := range byPath[p] {
-				fmt.Fprintf(&b, "\t0x%x\n", id)
+	case "wchs", "wchp", "wchc":
+		// As ZooKeeper's WatchCommand: the data watch manager only, then
+		// an empty line.
+		switch cmd {
+		case "wchs":
+			conns, paths, watches := s.watches.dataSummary()
+			fmt.Fprintf(&b, "%d connections watching %d paths\nTotal watches:%d", conns, paths, watches)
+		case "wchp":
+			byPath, _ := s.watches.dataWatches()
+			for _, p := range sortedKeys(byPath) {
+				fmt.Fprintf(&b, "%s\n", p)
+				for _, id := range byPath[p] {
+					fmt.Fprintf(&b, "\t0x%x\n", id)
+				}
+			}
+		case "wchc":
+			_, bySession := s.watches.dataWatches()
+			for _, id := range sortedKeys(bySession) {
+				fmt.Fprintf(&b, "0x%x\n", id)
+				for _, p := range bySession[id] {
+					fmt.Fprintf(&b, "\t%s\n", p)
+				}
 			}
 		}
+		b.WriteString("\n")
 	case "dump":
-		_, _, owners, _, err := s.treeCounts()
-		if err != nil {
+		if err := s.dump(&b); err != nil {
 			return "This ZooKeeper instance is not currently serving requests\n"
 		}
-		b.WriteString("SessionTracker dump:\n")
-		fmt.Fprintf(&b, "Global Sessions(%d):\n", len(s.connInfos()))
-		for _, ci := range s.connInfos() {
-			if ci.Session != "" {
-				fmt.Fprintf(&b, "%s\t%dms\n", ci.Session, ci.Timeout)
-			}
-		}
-		fmt.Fprintf(&b, "ephemeral nodes dump:\nSessions with Ephemerals (%d):\n", len(owners))
-		for _, id := range sortedKeys(owners) {
-			fmt.Fprintf(&b, "0x%x:\n", id)
-			for _, p := range owners[id] {
-				fmt.Fprintf(&b, "\t%s\n", p)
-			}
-		}
 	default:
-		// Recognized but not offered (crst, srst, stmk, gtmk, hash, dirs,
-		// wchc): say so rather than hang up silently.
+		// Recognized but not offered (crst, srst, stmk, gtmk, hash, dirs):
+		// say so rather than hang up silently.
 		return cmd + " is not supported by this server.\n"
 	}
 	return b.String()
@@ -121,4 +122,87 @@ func sortedKeys[K int64 | string, V any](m map[K]V) []K {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// javaDate is how Java's Date.toString prints a time, as dump shows expiry
+// times.
+const javaDate = "Mon Jan 02 15:04:05 MST 2006"
+
+// dump renders ZooKeeper's dump: the sessions by expiry time (rounded up to
+// the tick, as SessionTrackerImpl's ExpiryQueue does), their ephemerals, and
+// the connections by expiry time (last activity plus the session timeout,
+// in the 10 s steps of NIOServerCnxnFactory's queue).
+func (s *Server) dump(b *strings.Builder) error {
+	_, _, owners, _, err := s.treeCounts()
+	if err != nil {
+		return err
+	}
+	v, err := s.backend.Read(s.ctx, 0)
+	if err != nil {
+		return err
+	}
+	var ids []int64
+	err = v.Leases(func(l *core.Lease) bool {
+		if l.Session != nil {
+			ids = append(ids, l.ID)
+		}
+		return true
+	})
+	v.Close()
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	tick := s.cfg.TickTime.Milliseconds()
+	sessions := map[int64][]string{}
+	for _, id := range ids {
+		left, ok := s.backend.Leases().Remaining(id)
+		if !ok {
+			continue
+		}
+		at := roundUp(now.UnixMilli()+left, tick)
+		sessions[at] = append(sessions[at], fmt.Sprintf("0x%x", id))
+	}
+	b.WriteString("SessionTracker dump:\n")
+	expirySets(b, "Session", sessions)
+	fmt.Fprintf(b, "ephemeral nodes dump:\nSessions with Ephemerals (%d):\n", len(owners))
+	for _, id := range sortedKeys(owners) {
+		fmt.Fprintf(b, "0x%x:\n", id)
+		for _, p := range owners[id] {
+			fmt.Fprintf(b, "\t%s\n", p)
+		}
+	}
+	b.WriteString("Connections dump:\n")
+	const cnxnStep = 10000 // zookeeper.nio.sessionlessCnxnTimeout's default
+	conns := map[int64][]string{}
+	for _, c := range s.connections() {
+		timeout := int64(cnxnStep)
+		var id int64
+		if ss := c.session.Load(); ss != nil {
+			timeout, id = ss.timeout.Milliseconds(), ss.id
+		}
+		at := roundUp(c.lastActive.Load()+timeout, cnxnStep)
+		conns[at] = append(conns[at], fmt.Sprintf("ip: /%s sessionId: 0x%x", c.nc.RemoteAddr(), id))
+	}
+	expirySets(b, "Connections", conns)
+	return nil
+}
+
+func roundUp(ms, step int64) int64 { return (ms/step + 1) * step }
+
+// expirySets prints an ExpiryQueue as ZooKeeper's dump does.
+func expirySets(b *strings.Builder, name string, sets map[int64][]string) {
+	n := 0
+	for _, set := range sets {
+		n += len(set)
+	}
+	fmt.Fprintf(b, "%s Sets (%d)/(%d):\n", name, len(sets), n)
+	for _, at := range sortedKeys(sets) {
+		set := sets[at]
+		slices.Sort(set)
+		fmt.Fprintf(b, "%d expire at %s:\n", len(set), time.UnixMilli(at).Format(javaDate))
+		for _, e := range set {
+			fmt.Fprintf(b, "\t%s\n", e)
+		}
+	}
 }

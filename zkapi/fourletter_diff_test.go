@@ -41,7 +41,7 @@ func TestFourLetterWordsMatchZooKeeper(t *testing.T) {
 			t.Fatal(err)
 		}
 		outputs[name] = map[string]string{}
-		for _, cmd := range []string{"srvr", "stat", "cons", "conf", "mntr"} {
+		for _, cmd := range []string{"srvr", "stat", "cons", "conf", "mntr", "wchs", "wchp", "wchc", "dump"} {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			out, err := testenv.FourLetterWord(ctx, addr, cmd)
 			cancel()
@@ -53,9 +53,10 @@ func TestFourLetterWordsMatchZooKeeper(t *testing.T) {
 	}
 	zk, jn := outputs["zookeeper"], outputs["janus"]
 
-	// srvr, stat and cons: line by line, numbers aside; the version line
-	// is Janus's own, and connections may be listed in any order.
-	for _, cmd := range []string{"srvr", "stat", "cons"} {
+	// Line by line, numbers aside; the version line is Janus's own,
+	// connections may be listed in any order, and dump's expiry times fall
+	// into sets by when each server last heard from a client.
+	for _, cmd := range []string{"srvr", "stat", "cons", "wchs", "wchp", "wchc", "dump"} {
 		want, got := clientsSorted(zk[cmd]), clientsSorted(jn[cmd])
 		if len(want) != len(got) {
 			t.Errorf("%s: %d lines, ZooKeeper prints %d:\n%s\nZooKeeper:\n%s", cmd, len(got), len(want), jn[cmd], zk[cmd])
@@ -111,10 +112,15 @@ func TestFourLetterWordsMatchZooKeeper(t *testing.T) {
 // clientsSorted splits out into lines, with the connection lines (" /ip:port...")
 // sorted by their shape.
 func clientsSorted(out string) []string {
-	lines := strings.Split(out, "\n")
+	var lines []string
+	for _, l := range strings.Split(out, "\n") {
+		if !strings.Contains(l, " expire at ") && !strings.HasPrefix(l, "Connections Sets (") {
+			lines = append(lines, l)
+		}
+	}
 	var conns []int
 	for i, l := range lines {
-		if strings.HasPrefix(l, " /") {
+		if strings.HasPrefix(l, " /") || strings.HasPrefix(l, "\tip: ") {
 			conns = append(conns, i)
 		}
 	}

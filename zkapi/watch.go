@@ -2,6 +2,7 @@ package zkapi
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/januskv/janus/core"
@@ -251,19 +252,42 @@ func (w *watchManager) counts() (conns, paths, watches int) {
 	return len(w.byConn), paths, watches
 }
 
-// watchesByPath lists the watching session ids per path (wchp/dump).
-func (w *watchManager) watchesByPath() map[string][]int64 {
+// dataSummary counts what ZooKeeper's wchs reports: its data watch
+// manager only (data, exists and persistent watches), as connections with
+// a watch, watched paths, and (path, connection) pairs.
+func (w *watchManager) dataSummary() (conns, paths, watches int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := map[string][]int64{}
-	for _, t := range []*watchTable{&w.data, &w.child} {
-		for p, m := range t.byPath {
-			for c := range m {
-				out[p] = append(out[p], c.sessionID())
-			}
+	seen := map[*conn]bool{}
+	for _, m := range w.data.byPath {
+		watches += len(m)
+		for c := range m {
+			seen[c] = true
 		}
 	}
-	return out
+	return len(seen), len(w.data.byPath), watches
+}
+
+// dataWatches lists the data watches (wchp, wchc) as path -> session ids
+// and session id -> paths, each sorted.
+func (w *watchManager) dataWatches() (byPath map[string][]int64, bySession map[int64][]string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	byPath, bySession = map[string][]int64{}, map[int64][]string{}
+	for p, m := range w.data.byPath {
+		for c := range m {
+			id := c.sessionID()
+			byPath[p] = append(byPath[p], id)
+			bySession[id] = append(bySession[id], p)
+		}
+	}
+	for _, ids := range byPath {
+		slices.Sort(ids)
+	}
+	for _, ps := range bySession {
+		slices.Sort(ps)
+	}
+	return byPath, bySession
 }
 
 // aclLookup returns the ACL of the node at a path as of the revision being
