@@ -17,6 +17,7 @@ import (
 type applyBase struct {
 	reader
 	raw       map[string]baseNode
+	dirs      map[string][]byte // tree path -> stored Dir encoding, nil if absent
 	nodeCache *recordCache
 	dirCache  *recordCache
 }
@@ -51,7 +52,9 @@ func (b *applyBase) lookup(key []byte) (baseNode, error) {
 		if enc, err = b.get(nodeKey(key)); err != nil {
 			return baseNode{}, err
 		}
-		b.nodeCache.put(key, enc)
+		if enc != nil {
+			b.nodeCache.put(key, enc)
+		}
 	}
 	rec := baseNode{enc: enc}
 	b.raw[string(key)] = rec
@@ -59,13 +62,19 @@ func (b *applyBase) lookup(key []byte) (baseNode, error) {
 }
 
 func (b *applyBase) Dir(path []byte) (*core.Dir, error) {
-	enc, ok := b.dirCache.get(path)
+	enc, ok := b.dirs[string(path)]
 	if !ok {
-		var err error
-		if enc, err = b.get(dirKey(path)); err != nil {
-			return nil, err
+		if enc, ok = b.dirCache.get(path); !ok {
+			var err error
+			if enc, err = b.get(dirKey(path)); err != nil {
+				return nil, err
+			}
+			if enc != nil {
+				b.dirCache.put(path, enc)
+			}
 		}
-		b.dirCache.put(path, enc)
+		// A create reads its own path's (absent) Dir twice.
+		b.dirs[string(path)] = enc
 	}
 	if enc == nil {
 		return nil, nil
@@ -116,6 +125,7 @@ func (s *Store) Apply(entries []core.Entry) ([]*core.Result, []*core.Batch, erro
 	base := &applyBase{
 		reader:    reader{s.db.NewTransactionAt(st.applied, false)},
 		raw:       map[string]baseNode{},
+		dirs:      map[string][]byte{},
 		nodeCache: s.nodeCache,
 		dirCache:  s.dirCache,
 	}
@@ -230,15 +240,15 @@ func (g *groupWrites) add(b *core.Batch, base *applyBase) error {
 	return nil
 }
 
-// cache records the group's node and Dir writes, in order, as the latest
-// records: called once the group's applied index is written.
+// cache updates the cached records the group wrote, in order: called once
+// the group's applied index is written.
 func (g *groupWrites) cache(nodes, dirs *recordCache) {
 	for i, b := range g.batches {
 		for j, w := range b.Nodes {
-			nodes.put(w.Key, g.encs[i][j])
+			nodes.update(w.Key, g.encs[i][j])
 		}
 		for j, w := range b.Dirs {
-			dirs.put(w.Path, g.dirEncs[i][j])
+			dirs.update(w.Path, g.dirEncs[i][j])
 		}
 	}
 }

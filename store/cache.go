@@ -8,12 +8,18 @@ package store
 // of applying a put.
 //
 // It describes the state at the applied index and only Apply uses it: Apply
-// adds what it reads at the applied index, and after a group's applied
-// index is written it adds the group's writes. A cached nil encoding means
-// the record is absent. Since every change of the latest state goes through
-// Apply (or RestoreSnapshot, which drops the cache), an entry is never
-// stale. A failed group changes nothing in it: what it read is still the
-// state at the unchanged applied index.
+// adds the records it finds at the applied index, and after a group's
+// applied index is written it updates the keys the group wrote that are
+// cached. A cached nil encoding means the record is absent. Since every
+// change of the latest state goes through Apply (or RestoreSnapshot, which
+// drops the cache), an entry is never stale. A failed group changes nothing
+// in it: what it read is still the state at the unchanged applied index.
+//
+// Only records read back are admitted, not absent keys nor new records:
+// loading many new keys (a create workload, a bulk load) would otherwise
+// fill the cache with records that are not read again, and the memory with
+// them, while a key that is rewritten is read from Badger once and then
+// stays.
 //
 // Eviction is by generations: entries go into the current map, and when it
 // holds half the budget it becomes the old map and the previous old map is
@@ -55,6 +61,21 @@ func (c *recordCache) get(key []byte) ([]byte, bool) {
 		c.put(key, enc)
 	}
 	return enc, ok
+}
+
+// update records enc (nil: absent) as the latest encoding of key if key is
+// cached. enc must not be modified afterwards.
+func (c *recordCache) update(key, enc []byte) {
+	if c.half <= 0 {
+		return
+	}
+	_, ok := c.cur[string(key)]
+	if !ok {
+		_, ok = c.old[string(key)]
+	}
+	if ok {
+		c.put(key, enc)
+	}
 }
 
 // put records enc (nil: absent) as key's latest encoding. enc must not be

@@ -28,6 +28,15 @@ func TestRecordCacheGenerations(t *testing.T) {
 	if enc, ok := c.get(key(0)); !ok || string(enc) != "v0" {
 		t.Fatalf("k0 = %q %v, want kept by its hit", enc, ok)
 	}
+	// Writes refresh cached keys and admit no others.
+	c.update(key(0), []byte("v0'"))
+	c.update(key(9), []byte("v9"))
+	if enc, _ := c.get(key(0)); string(enc) != "v0'" {
+		t.Fatalf("k0 = %q after update", enc)
+	}
+	if _, ok := c.get(key(9)); ok {
+		t.Fatal("update admitted an uncached key")
+	}
 	off := newRecordCache(-1)
 	off.put(key(0), []byte("v"))
 	if _, ok := off.get(key(0)); ok {

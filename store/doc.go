@@ -57,10 +57,11 @@
 //
 // # Apply's record cache
 //
-// Apply keeps the latest encodings of the node and Dir records it reads and
-// writes in a cache bounded by Config.CacheSize (default 16 MiB), so that
-// rewriting a hot key does not cost a Badger read. It only ever describes
-// the state at the applied index; see recordCache.
+// Apply keeps the latest encodings of the node and Dir records it reads
+// back in a cache bounded by Config.CacheSize (default 16 MiB), so that
+// rewriting a hot key does not cost a Badger read; new keys are not
+// admitted, so a bulk load does not fill it. It only ever describes the
+// state at the applied index; see recordCache.
 //
 // # Compaction
 //
