@@ -183,6 +183,11 @@ var errSyncRejected = errors.New("zab: synchronization rejected")
 // applySync applies a SYNC: restore a snapshot or truncate, then append
 // the leader's entries, durably.
 func (r *replica) applySync(msg *Message) error {
+	// The log is changed here, on the loop: nothing may be in the writer's
+	// hands meanwhile.
+	if !r.drainLog() {
+		return ErrStopped
+	}
 	switch {
 	case msg.Flags&FlagSnap != 0:
 		if applied := r.m.appliedIndex.Load(); msg.Index < applied {
@@ -204,7 +209,8 @@ func (r *replica) applySync(msg *Message) error {
 			return fmt.Errorf("restart log after snapshot %d: %w", msg.Index, err)
 		}
 		r.tail, r.pending = nil, nil
-		r.lastIndex, r.lastZxid, r.durable = msg.Index, msg.Zxid, msg.Index
+		r.lastIndex, r.lastZxid = msg.Index, msg.Zxid
+		r.logChanged(msg.Index)
 		r.dispatched, r.commit = msg.Index, max(r.commit, msg.Index)
 		r.log.Info("installed snapshot", "id", r.id, "index", msg.Index, "zxid", FormatZxid(msg.Zxid), "bytes", len(msg.Data))
 	case msg.Flags&FlagTrunc != 0:
@@ -221,7 +227,8 @@ func (r *replica) applySync(msg *Message) error {
 			r.tail = nil
 		}
 		r.log.Info("truncated divergent log tail", "id", r.id, "after", msg.Index, "dropped", r.durable-msg.Index)
-		r.lastIndex, r.durable, r.lastZxid, r.lastTime = msg.Index, msg.Index, r.wal.lastZxid, r.wal.lastTime
+		r.lastIndex, r.lastZxid, r.lastTime = msg.Index, r.wal.lastZxid, r.wal.lastTime
+		r.logChanged(msg.Index)
 	}
 	if r.durable != msg.Index {
 		return fmt.Errorf("%w: leader diffs from index %d, log ends at %d", errSyncRejected, msg.Index, r.durable)
@@ -234,7 +241,7 @@ func (r *replica) applySync(msg *Message) error {
 			return fmt.Errorf("append synchronized entries: %w", err)
 		}
 		r.tail = append(r.tail, r.pending...)
-		r.durable = r.pending[len(r.pending)-1].Index
+		r.logChanged(r.pending[len(r.pending)-1].Index)
 		r.pending = nil
 	}
 	return nil

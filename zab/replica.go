@@ -15,9 +15,10 @@ import (
 
 // replica runs Zab for a member with peers. One goroutine (run) owns every
 // piece of protocol state: it reads the transport, the tick and the local
-// requests, writes the log, and hands committed entries to the applier
-// goroutine. Nothing it sends depends on data that is not yet where the
-// protocol says it must be:
+// requests, hands entries to the log writer goroutine (and learns from it
+// what is durable), and hands committed entries to the applier goroutine.
+// Nothing it sends depends on data that is not yet where the protocol says
+// it must be:
 //
 //   - acceptedEpoch is persisted before ACKEPOCH is sent, and before a
 //     leader sends LEADERINFO;
@@ -34,6 +35,7 @@ type replica struct {
 	cfg     Config
 	log     *slog.Logger
 	wal     *wal
+	lw      *logWriter
 	sm      StateMachine
 	tr      Transport
 	ownsTr  bool
@@ -64,11 +66,12 @@ type replica struct {
 	lastIndex  uint64 // last entry assigned (leader) or received (follower), maybe not yet durable
 	lastZxid   uint64
 	lastTime   int64
+	written    uint64 // last index handed to the log writer
 	durable    uint64 // last index on disk
 	commit     uint64
 	dispatched uint64
-	pending    []Entry // appended in memory, written at the next flush
-	tail       []Entry // durable entries from tailStart; always holds everything above dispatched
+	pending    []Entry // appended in memory, handed to the writer at the next flush
+	tail       []Entry // entries handed to the writer; always holds everything above dispatched
 	el         election
 	ls         *leaderState
 	fs         *followerState
@@ -189,6 +192,7 @@ func openReplicated(cfg Config, sm StateMachine, lock *dirLock) (*Member, error)
 		lastIndex:  w.lastIndex,
 		lastZxid:   w.lastZxid,
 		lastTime:   w.lastTime,
+		written:    w.lastIndex,
 		durable:    w.lastIndex,
 		commit:     applied,
 		dispatched: applied,
@@ -196,6 +200,7 @@ func openReplicated(cfg Config, sm StateMachine, lock *dirLock) (*Member, error)
 		rpcs:       make(map[uint64]*rpcWait),
 	}
 	r.apply.init()
+	r.lw = newLogWriter(w, w.lastIndex)
 	for id := range cfg.Peers {
 		r.voters = append(r.voters, id)
 		if id != cfg.ID {
@@ -218,7 +223,11 @@ func openReplicated(cfg Config, sm StateMachine, lock *dirLock) (*Member, error)
 		"last_zxid", FormatZxid(w.lastZxid), "applied_index", applied)
 
 	r.becomeLooking("start")
-	m.wg.Add(2)
+	m.wg.Add(3)
+	go func() {
+		defer m.wg.Done()
+		r.lw.run()
+	}()
 	go r.run()
 	go r.runApplier()
 	if cfg.TrimInterval > 0 {
@@ -331,6 +340,7 @@ func (r *replica) run() {
 	m := r.m
 	defer m.wg.Done()
 	defer r.apply.close()
+	defer r.lw.close()
 	tick, stopTick := r.cfg.NewTicker(r.cfg.HeartbeatInterval)
 	defer stopTick()
 	recv := r.tr.Receive()
@@ -361,10 +371,13 @@ func (r *replica) run() {
 			r.handle(env)
 		case ev := <-r.inbox:
 			r.handleEvent(ev)
+		case <-r.lw.done:
+			r.logDurable()
 		case <-tick:
 			r.tick()
 		}
-		// Take whatever else is ready, so one fdatasync covers it all.
+		// Take whatever else is ready, so that one message to each peer and
+		// one hand-over to the writer cover it all.
 	drain:
 		for range 512 {
 			select {
@@ -375,6 +388,8 @@ func (r *replica) run() {
 				r.handle(env)
 			case ev := <-r.inbox:
 				r.handleEvent(ev)
+			case <-r.lw.done:
+				r.logDurable()
 			default:
 				break drain
 			}
@@ -401,9 +416,13 @@ func (r *replica) stopped() bool {
 	}
 }
 
-// flush writes pending entries with one fdatasync, acknowledges them,
-// advances the commit index and hands committed entries to the applier.
+// flush hands pending entries to the log writer, advances the commit
+// index and hands committed, durable entries to the applier. It never
+// waits for the disk: the writer reports through logDurable.
 func (r *replica) flush() error {
+	if _, err := r.lw.state(); err != nil {
+		return err
+	}
 	if len(r.pending) > 0 {
 		if r.ls != nil && r.ls.phase == lBroadcast {
 			// Followers write while the leader does.
@@ -414,15 +433,11 @@ func (r *replica) flush() error {
 				}
 			}
 		}
-		if err := r.wal.append(r.pending); err != nil {
-			return fmt.Errorf("append entries %d-%d: %w", r.pending[0].Index, r.pending[len(r.pending)-1].Index, err)
-		}
+		r.lw.enqueue(r.pending)
 		r.tail = append(r.tail, r.pending...)
-		r.durable = r.pending[len(r.pending)-1].Index
+		r.written = r.pending[len(r.pending)-1].Index
+		// Not reused: the transport may still be encoding the PROPOSAL.
 		r.pending = nil
-		if fs := r.fs; fs != nil && fs.phase >= fSynced {
-			r.send(r.leader, Message{Type: MsgAck, Epoch: fs.epoch, Seq: fs.seq, Index: r.durable})
-		}
 	}
 	if r.ls != nil && r.ls.phase == lBroadcast {
 		r.advanceCommit()
@@ -430,6 +445,55 @@ func (r *replica) flush() error {
 	r.dispatch()
 	r.publish()
 	return nil
+}
+
+// logDurable takes what the writer reports: a follower acknowledges the
+// newly durable entries at once; a leader counts them at the end of this
+// loop turn (flush). A write error stops the member.
+func (r *replica) logDurable() {
+	d, err := r.lw.state()
+	if err != nil {
+		r.fatal(fmt.Errorf("append entries after index %d: %w", r.durable, err))
+		return
+	}
+	// A report can be stale after the loop changed the log itself (see
+	// drainLog); only ever move forward from it, and never past what was
+	// handed over.
+	if d <= r.durable || d > r.written {
+		return
+	}
+	r.durable = d
+	if fs := r.fs; fs != nil && fs.phase >= fSynced {
+		r.send(r.leader, Message{Type: MsgAck, Epoch: fs.epoch, Seq: fs.seq, Index: r.durable})
+	}
+}
+
+// drainLog waits until everything handed to the writer is durable, so the
+// loop may then change the log itself (truncate it, restart it, append to
+// it synchronously) or rely on r.durable being the last entry handed
+// over. It reports false if the member is stopping or the writer failed.
+func (r *replica) drainLog() bool {
+	for r.durable < r.written {
+		select {
+		case <-r.lw.done:
+		case <-r.m.stopCh:
+			return false
+		}
+		d, err := r.lw.state()
+		if err != nil {
+			r.fatal(fmt.Errorf("append entries after index %d: %w", r.durable, err))
+			return false
+		}
+		r.durable = max(r.durable, min(d, r.written))
+	}
+	return true
+}
+
+// logChanged records that the loop rewrote the log's tail itself, after
+// drainLog: index is now the last entry on disk.
+func (r *replica) logChanged(index uint64) {
+	r.written, r.durable = index, index
+	r.lw.reset(index)
 }
 
 // dispatch hands committed, durable entries to the applier.
@@ -664,6 +728,9 @@ func (r *replica) handle(env Envelope) {
 // leaveRole ends whatever role the member had: every waiter that cannot
 // be answered by this leadership is failed.
 func (r *replica) leaveRole(why string) {
+	// Whatever the writer holds becomes durable first, so the log, lastZxid
+	// and durable agree again before a vote or FOLLOWERINFO names them.
+	r.drainLog()
 	wasActive := (r.ls != nil && r.ls.phase == lBroadcast) || (r.fs != nil && r.fs.phase == fBroadcast)
 	if r.ls != nil {
 		r.ls.failReads(ErrLeaderChanged)
