@@ -260,6 +260,18 @@ func readFrame(r io.Reader, maxLen int) ([]byte, error) {
 	return buf, nil
 }
 
+// encodeFrame appends m to dst as one frame, encoding it in place (no
+// second copy of a PROPOSAL's entries per peer).
+func encodeFrame(dst []byte, m *Message) []byte {
+	start := len(dst)
+	dst = append(dst, make([]byte, frameHeader)...)
+	dst = AppendMessage(dst, m)
+	payload := dst[start+frameHeader:]
+	binary.LittleEndian.PutUint32(dst[start:], uint32(len(payload)))
+	binary.LittleEndian.PutUint32(dst[start+4:], crc32.Checksum(payload, crcTable))
+	return dst
+}
+
 func appendFrame(dst, payload []byte) []byte {
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(payload)))
 	dst = binary.LittleEndian.AppendUint32(dst, crc32.Checksum(payload, crcTable))
@@ -314,8 +326,8 @@ func (t *TCPTransport) runSender(p *tcpPeer) {
 		c.SetWriteDeadline(time.Now().Add(t.cfg.WriteTimeout))
 		var err error
 		for {
-			buf = AppendMessage(buf[:0], &m)
-			if _, err = bw.Write(appendFrame(nil, buf)); err != nil {
+			buf = encodeFrame(buf[:0], &m)
+			if _, err = bw.Write(buf); err != nil {
 				break
 			}
 			select {
