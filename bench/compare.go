@@ -48,7 +48,7 @@ func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	loadFlags(fs, &c.opts)
 	systems := fs.String("systems", "janus,etcd,zookeeper", "systems to start and compare, in the order they run each round")
 	workloads := fs.String("workloads", "put,create,getData", "workloads to run (see bench list); each runs on the systems that speak its protocol")
-	fs.IntVar(&c.nodes, "nodes", 1, "nodes per system (3 for a replicated comparison; Janus needs replication for more than 1)")
+	fs.IntVar(&c.nodes, "nodes", 1, "nodes per system (3 for a replicated comparison: every system starts an ensemble of that size on loopback)")
 	fs.IntVar(&c.rounds, "rounds", 3, "measured rounds per workload and system, after one discarded warm-up round")
 	fs.StringVar(&c.out, "out", "", "report directory (default bench/out/<time>, which git ignores)")
 	fs.StringVar(&c.workDir, "work-dir", "", "where the servers keep their data and logs (default a new temporary directory, removed afterwards)")
@@ -119,6 +119,14 @@ func compare(ctx context.Context, c compareConfig, logger *slog.Logger) (*report
 			return nil, fmt.Errorf("work dir: %w", err)
 		}
 		defer os.RemoveAll(d)
+		workDir = d
+	} else {
+		// Each server runs in a directory of its own under workDir
+		// and is given paths under it.
+		d, err := filepath.Abs(workDir)
+		if err != nil {
+			return nil, fmt.Errorf("work dir: %w", err)
+		}
 		workDir = d
 	}
 	l := &servers.Launcher{Dir: workDir, ZKHeap: c.zkHeap, Logger: logger}
@@ -279,16 +287,14 @@ func measureMemory(ctx context.Context, l *servers.Launcher, name string, c comp
 
 // prepare finds or builds what system name needs before it can start.
 func prepare(ctx context.Context, l *servers.Launcher, name string, c compareConfig) error {
-	if c.nodes > 1 && name == "janus" {
-		// Janus refuses --peers until replication exists; say so
-		// up front rather than after the other systems have run.
-		return errors.New("replication is not available yet: Janus runs single-node only")
-	}
 	switch name {
 	case "janus":
 		if c.janusBin != "" {
-			l.JanusBin = c.janusBin
-			return nil
+			// The servers run in their own directories: a relative
+			// path would name nothing there.
+			bin, err := filepath.Abs(c.janusBin)
+			l.JanusBin = bin
+			return err
 		}
 		root, err := repoRoot(ctx)
 		if err != nil {
@@ -301,8 +307,9 @@ func prepare(ctx context.Context, l *servers.Launcher, name string, c compareCon
 		l.JanusBin = bin
 	case "etcd":
 		if c.etcdBin != "" {
-			l.EtcdBin = c.etcdBin
-			return nil
+			bin, err := filepath.Abs(c.etcdBin)
+			l.EtcdBin = bin
+			return err
 		}
 		root, err := repoRoot(ctx)
 		if err != nil {
@@ -320,7 +327,11 @@ func prepare(ctx context.Context, l *servers.Launcher, name string, c compareCon
 		if err != nil {
 			return fmt.Errorf("java not on PATH (install Debian's zookeeper package): %w", err)
 		}
-		cp, err := servers.ZKClasspath(c.javaShare)
+		share, err := filepath.Abs(c.javaShare)
+		if err != nil {
+			return err
+		}
+		cp, err := servers.ZKClasspath(share)
 		if err != nil {
 			return err
 		}

@@ -3,12 +3,16 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/januskv/janus/bench/internal/load"
+	"github.com/januskv/janus/bench/internal/servers"
 	"github.com/januskv/janus/internal/testenv"
 )
 
@@ -78,5 +82,79 @@ func TestCompareStartsMeasuresAndStops(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// TestCompareThreeNodeJanus starts a 3-member Janus ensemble through the
+// launcher, then through compare, which runs one tiny warm-up and one measured round of put and
+// create against all three members: every operation done, none failed.
+// It checks counts, never timings.
+func TestCompareThreeNodeJanus(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds Janus and starts three servers")
+	}
+	root, err := repoRoot(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "janus")
+	if err := goBuild(t.Context(), root, bin, "."); err != nil {
+		t.Fatal(err)
+	}
+
+	// The launcher hands the workloads every member's addresses.
+	l := &servers.Launcher{Dir: t.TempDir(), JanusBin: bin}
+	s, err := l.Start(t.Context(), "janus", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Stop()
+	if len(s.EtcdEndpoints) != 3 || len(s.ZKServers) != 3 || len(s.HTTPURLs) != 3 || len(s.DataDirs) != 3 {
+		t.Fatalf("ensemble addresses: etcd %v, zookeeper %v, http %v, data %v", s.EtcdEndpoints, s.ZKServers, s.HTTPURLs, s.DataDirs)
+	}
+	seen := map[string]bool{}
+	for _, a := range slices.Concat(s.EtcdEndpoints, s.ZKServers, s.HTTPURLs) {
+		if seen[a] {
+			t.Errorf("address %s given twice", a)
+		}
+		seen[a] = true
+	}
+
+	c := compareConfig{
+		opts: load.Options{Clients: 6, Conns: 3, KeySize: 8, ValueSize: 32, KeySpace: 20,
+			Ops: 60, ReadRatio: 0.5, Watchers: 3},
+		systems:   []string{"janus"},
+		workloads: []string{"put", "create"},
+		nodes:     3,
+		rounds:    1,
+		workDir:   t.TempDir(),
+		janusBin:  bin,
+		memKeys:   100,
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	rep, err := compare(t.Context(), c, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Notes) > 0 {
+		t.Errorf("report notes: %q", rep.Notes)
+	}
+	if len(rep.Workloads) != 2 {
+		t.Fatalf("%d workloads in the report, want 2", len(rep.Workloads))
+	}
+	for _, wl := range rep.Workloads {
+		runs := append([]*load.Result{wl.Warmup["janus"]}, wl.Runs["janus"]...)
+		if len(runs) != 2 || runs[0] == nil {
+			t.Errorf("%s: warm-up %v and %d measured rounds, want one of each", wl.Name, runs[0], len(runs)-1)
+			continue
+		}
+		for _, r := range runs {
+			if r.Ops.Count != c.opts.Ops || r.Errors != 0 {
+				t.Errorf("%s: %d ops, %d errors (%q); want %d, 0", wl.Name, r.Ops.Count, r.Errors, r.FirstErrors, c.opts.Ops)
+			}
+		}
+	}
+	if len(rep.Memory) != 1 || rep.Memory[0].Error != "" || rep.Memory[0].RSS <= 0 || rep.Memory[0].Disk <= 0 {
+		t.Errorf("memory figures of the ensemble: %+v", rep.Memory)
 	}
 }

@@ -98,8 +98,9 @@ func (l *Launcher) Start(ctx context.Context, name string, nodes int) (*System, 
 }
 
 // readiness returns the check that says s serves: etcd's /health for etcd,
-// ruok for ZooKeeper, and for Janus both client ports open (its faces are
-// then ready: it opens listeners last).
+// ruok (and, for an ensemble, a mode in srvr) for ZooKeeper, and for Janus
+// every member's client ports open and its /health saying true, which a
+// member says only once it knows a leader and can read its state.
 func readiness(s *System) func(context.Context) bool {
 	return func(ctx context.Context) bool {
 		switch s.Name {
@@ -131,7 +132,15 @@ func readiness(s *System) func(context.Context) bool {
 			for _, ep := range s.EtcdEndpoints {
 				addrs = append(addrs, strings.TrimPrefix(ep, "http://"))
 			}
-			return tcpOpen(ctx, append(addrs, s.ZKServers...)...)
+			if !tcpOpen(ctx, append(addrs, s.ZKServers...)...) {
+				return false
+			}
+			for _, u := range s.HTTPURLs {
+				if !etcdHealthy(ctx, u) {
+					return false
+				}
+			}
+			return true
 		}
 	}
 }
@@ -145,9 +154,14 @@ func (l *Launcher) startJanus(root string, nodes int) (*System, error) {
 		return nil, err
 	}
 	s := &System{Name: "janus"}
-	var peers []string
+	// Member i+1 listens on ports[4i] (etcd), ports[4i+1] (ZooKeeper),
+	// ports[4i+2] (HTTP) and ports[4i+3] (peers), as deploy/local-cluster.sh
+	// lays them out.
+	var peers, peerEtcd, peerZK []string
 	for i := range nodes {
 		peers = append(peers, fmt.Sprintf("%d=%s", i+1, hostPort(ports[4*i+3])))
+		peerEtcd = append(peerEtcd, fmt.Sprintf("%d=%s", i+1, hostPort(ports[4*i])))
+		peerZK = append(peerZK, fmt.Sprintf("%d=%s", i+1, hostPort(ports[4*i+1])))
 	}
 	for i := range nodes {
 		dataDir := filepath.Join(root, fmt.Sprintf("node%d", i+1))
@@ -160,7 +174,8 @@ func (l *Launcher) startJanus(root string, nodes int) (*System, error) {
 			"--log-level", "warn",
 		}
 		if nodes > 1 {
-			args = append(args, "--id", strconv.Itoa(i+1), "--peers", strings.Join(peers, ","))
+			args = append(args, "--id", strconv.Itoa(i+1), "--peers", strings.Join(peers, ","),
+				"--peer-etcd", strings.Join(peerEtcd, ","), "--peer-zk", strings.Join(peerZK, ","))
 		}
 		cmd := exec.Command(l.JanusBin, args...)
 		cmd.Dir = root
@@ -172,6 +187,7 @@ func (l *Launcher) startJanus(root string, nodes int) (*System, error) {
 		s.DataDirs = append(s.DataDirs, dataDir)
 		s.EtcdEndpoints = append(s.EtcdEndpoints, "http://"+etcdAddr)
 		s.ZKServers = append(s.ZKServers, zkAddr)
+		s.HTTPURLs = append(s.HTTPURLs, "http://"+httpAddr)
 	}
 	return s, nil
 }

@@ -33,6 +33,9 @@ type System struct {
 	// ZKServers are the ZooKeeper client addresses; empty if the system
 	// has no ZooKeeper face.
 	ZKServers []string
+	// HTTPURLs are the nodes' HTTP addresses (/health, /debug/pprof) for
+	// Janus; empty for the others.
+	HTTPURLs []string
 	// DataDirs holds each node's data directory.
 	DataDirs []string
 
