@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/januskv/janus/bench/internal/load"
@@ -39,6 +41,7 @@ type compareConfig struct {
 	zkHeap    string
 	memKeys   int
 	memKeys1M bool
+	profile   bool
 }
 
 func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -58,6 +61,7 @@ func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.StringVar(&c.zkHeap, "zk-heap", "2g", "ZooKeeper's JVM maximum heap (-Xmx)")
 	fs.IntVar(&c.memKeys, "mem-keys", 100000, "keys of --value-size bytes to load into a fresh server of each system for the memory and disk figures; 0 skips them")
 	fs.BoolVar(&c.memKeys1M, "mem-1m", false, "measure memory and disk after 1M keys instead of --mem-keys")
+	fs.BoolVar(&c.profile, "profile", false, "take a CPU profile of every Janus member (its /debug/pprof) during each workload's discarded warm-up round, into the report directory as profile-<workload>-janus<member>.pb.gz")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -197,7 +201,14 @@ func runRounds(ctx context.Context, l *servers.Launcher, c compareConfig, ready 
 				}
 				opts := c.opts
 				opts.Prefix = fmt.Sprintf("/bench/%s-r%d", wname, round)
+				var profiled func()
+				if c.profile && round == 0 && len(s.HTTPURLs) > 0 {
+					profiled = profileMembers(ctx, s, wname, c, rep, logger)
+				}
 				res, err := runOnce(ctx, s, proto, wname, opts)
+				if profiled != nil {
+					profiled()
+				}
 				if err != nil {
 					if ctx.Err() != nil {
 						return ctx.Err()
@@ -219,6 +230,58 @@ func runRounds(ctx context.Context, l *servers.Launcher, c compareConfig, ready 
 		rep.Workloads = append(rep.Workloads, wl)
 	}
 	return nil
+}
+
+// profileMembers starts a CPU profile of each member of s over its HTTP
+// port for about the length of one round, and returns a function that
+// waits for them and writes them into the report directory. The profiles
+// are taken in the warm-up round, which is not counted, so the profiler's
+// own cost does not touch the measured rounds.
+func profileMembers(ctx context.Context, s *servers.System, workload string, c compareConfig, rep *report.Report, logger *slog.Logger) func() {
+	secs := int(c.opts.Duration.Seconds())
+	if c.opts.Ops > 0 || secs < 1 {
+		secs = 5
+	}
+	if err := os.MkdirAll(c.out, 0o755); err != nil {
+		logger.Warn("no profiles", "err", err)
+		return nil
+	}
+	var wg sync.WaitGroup
+	for i, u := range s.HTTPURLs {
+		name := fmt.Sprintf("profile-%s-%s%d.pb.gz", workload, s.Name, i+1)
+		wg.Go(func() {
+			if err := fetchProfile(ctx, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", u, secs), filepath.Join(c.out, name)); err != nil {
+				logger.Warn("profile failed", "workload", workload, "member", i+1, "err", err)
+				return
+			}
+			logger.Info("profile written", "file", name)
+		})
+	}
+	return func() {
+		wg.Wait()
+		rep.Notes = append(rep.Notes, fmt.Sprintf("CPU profiles of the Janus members during the %s warm-up round: profile-%s-%s*.pb.gz (go tool pprof -top bin/janus FILE)", workload, workload, s.Name))
+	}
+}
+
+func fetchProfile(ctx context.Context, url, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("%s: %s: %s", url, resp.Status, b)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
 }
 
 func runOnce(ctx context.Context, s *servers.System, proto, workload string, opts load.Options) (*load.Result, error) {

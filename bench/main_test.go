@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -130,14 +131,25 @@ func TestCompareThreeNodeJanus(t *testing.T) {
 		workDir:   t.TempDir(),
 		janusBin:  bin,
 		memKeys:   100,
+		profile:   true,
+		out:       t.TempDir(),
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	rep, err := compare(t.Context(), c, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Notes) > 0 {
-		t.Errorf("report notes: %q", rep.Notes)
+	for _, n := range rep.Notes {
+		if !strings.HasPrefix(n, "CPU profiles") {
+			t.Errorf("report note: %q", n)
+		}
+	}
+	for _, w := range c.workloads {
+		for i := 1; i <= 3; i++ {
+			if _, err := os.Stat(filepath.Join(c.out, fmt.Sprintf("profile-%s-janus%d.pb.gz", w, i))); err != nil {
+				t.Error(err)
+			}
+		}
 	}
 	if len(rep.Workloads) != 2 {
 		t.Fatalf("%d workloads in the report, want 2", len(rep.Workloads))
