@@ -248,7 +248,8 @@ func (r *replica) applySync(msg *Message) error {
 }
 
 // followerAppend queues the entries from the leader that continue the log
-// (skipping ones it already has); the next flush writes and acks them. It
+// (skipping ones it already has); the next flush hands them to the log
+// writer, and they are acknowledged once it reports them durable. It
 // reports false if the entries skip ahead of the log (an earlier message
 // was lost or is late; the leader resends).
 func (r *replica) followerAppend(ents []Entry) bool {
