@@ -30,6 +30,11 @@ type Config struct {
 	DisableExtendedTypes bool
 	// MaxClientConns bounds connections per client IP (0: no limit).
 	MaxClientConns int
+	// MaxOutstanding bounds the requests one connection has read and not
+	// yet answered (default 1000, ZooKeeper's globalOutstandingLimit);
+	// once it is reached the connection reads no more until the oldest
+	// is answered.
+	MaxOutstanding int
 	// Clock is the wall clock the reaper compares TTLs with (default
 	// time.Now).
 	Clock func() time.Time
@@ -53,6 +58,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxBuffer <= 0 {
 		c.MaxBuffer = jute.DefaultMaxBuffer
+	}
+	if c.MaxOutstanding <= 0 {
+		c.MaxOutstanding = 1000
 	}
 	if c.ReaperInterval <= 0 {
 		c.ReaperInterval = time.Second

@@ -22,7 +22,9 @@ import (
 const writeTimeout = 30 * time.Second
 
 // conn is one client connection. Its reader goroutine (run) owns the
-// session fields; the writer goroutine only drains out.
+// session fields and reads and prepares requests; its replier goroutine
+// answers them in order (see pipeline.go); the writer goroutine only
+// drains out.
 type conn struct {
 	srv    *Server
 	nc     net.Conn
@@ -42,6 +44,12 @@ type conn struct {
 	// outside the reader goroutine.
 	authMu sync.Mutex
 	auth   []core.ID
+	// ids is auth in ZooKeeper's order as the reader last set it; each
+	// request keeps the slice it was read with.
+	ids []core.ID // reader only
+	// barrier is closed once the last request queued that is not a
+	// write has been answered; the next write is submitted after that.
+	barrier chan struct{} // reader only
 
 	// Counters for cons/stat.
 	received    atomic.Int64
@@ -100,21 +108,21 @@ func (c *conn) run() {
 	if !c.handshake() {
 		return
 	}
-	for {
-		s := c.session.Load()
-		// A client pings every third of its timeout; silence for a whole
-		// timeout means it is gone (its session expires on its own).
-		_ = c.nc.SetReadDeadline(time.Now().Add(s.timeout))
-		frame, err := jute.ReadFrame(c.br, c.srv.cfg.MaxBuffer)
-		if err != nil {
-			c.logReadError(err)
-			return
-		}
-		c.countReceived()
-		if !c.serve(frame) {
-			return
-		}
-	}
+	c.ids = c.identities()
+	// The replier answers what the reader has queued, also after the
+	// reader stops (a client that sends closeSession or half-closes its
+	// socket still gets every earlier reply), and stops when the reader
+	// closes the queue.
+	// The one being answered has left the channel: at most
+	// MaxOutstanding requests are read and not yet answered.
+	queue := make(chan *request, c.srv.cfg.MaxOutstanding-1)
+	replied := make(chan struct{})
+	go func() {
+		defer close(replied)
+		c.replyLoop(queue)
+	}()
+	c.readLoop(queue)
+	<-replied
 }
 
 // countReceived counts one frame (or four-letter word) read.
@@ -149,7 +157,7 @@ func (c *conn) shutdown() {
 	c.srv.forget(c)
 }
 
-// close closes the socket at once; the reader and writer then stop.
+// close closes the socket at once; the reader, replier and writer then stop.
 func (c *conn) close() {
 	c.closed.Do(func() {
 		c.cancel()

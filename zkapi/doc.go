@@ -7,14 +7,21 @@
 // timeout and password; pings keep the lease alive and closeSession revokes
 // it, which deletes the session's ephemeral nodes in the core.
 //
-// Each connection has exactly two goroutines: a reader that decodes and
-// executes requests one after another (so pipelined requests are answered in
-// order and a read sees the session's earlier writes), and a writer that
-// drains an unbounded queue of encoded frames. One hub subscription for the
+// Each connection has three goroutines. The reader decodes and prepares
+// requests in order (validation, ACL fix-up, addAuth), submits writes to the
+// log without waiting for them (core.Backend.Submit keeps one submitter's
+// order) and queues every request on a bounded FIFO. The replier answers the
+// FIFO strictly in order: it waits for a write's result, and runs a read only
+// when it reaches the head, so a read sees the session's earlier writes and
+// none of its later ones (the reader submits a write only after the reads
+// before it are answered). A write that fails for any reason but a
+// state-machine refusal closes the connection at once, since later writes
+// may commit without it. The writer drains an unbounded queue of encoded
+// frames. One hub subscription for the
 // whole server feeds the watch manager, which turns committed events into
 // ZooKeeper watch notifications and queues them on the watching connections.
 // The manager records the highest revision it has dispatched; before a reply
-// that reflects revision R is queued, the reader waits until R has been
+// that reflects revision R is queued, the replier waits until R has been
 // dispatched, so a notification always reaches the client before any reply
 // that shows the change. A triggered watch is consumed for every watcher,
 // but its event reaches only connections allowed to READ the node, as in

@@ -3,7 +3,6 @@ package zkapi
 import (
 	"bytes"
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
 
@@ -27,109 +26,92 @@ type reply struct {
 
 func errReply(zxid int64, code jute.Code) reply { return reply{zxid: zxid, code: code} }
 
-// serve decodes and answers one request. It returns false when the
-// connection must close.
-func (c *conn) serve(frame []byte) bool {
+// prepare decodes one request and does, in the reader, everything that
+// depends on its place in the stream: validation, ACL fix-up, addAuth, and
+// submitting a write. It returns the request to queue (nil: none) and
+// whether to go on reading.
+func (c *conn) prepare(frame []byte) (*request, bool) {
 	d := jute.NewDecoder(frame)
 	d.SetMaxLength(c.srv.cfg.MaxBuffer)
 	var hdr jute.RequestHeader
 	hdr.Decode(d)
 	if d.Err() != nil {
 		c.log.Warn("closing connection: malformed request header", "err", d.Err())
-		return false
+		return nil, false
 	}
+	req := &request{xid: hdr.Xid, op: hdr.Type, ids: c.ids, start: time.Now()}
 	rec, known := jute.NewRequest(hdr.Type)
 	if !known || hdr.Type == jute.OpCreateSession {
 		// ZooKeeper answers an unknown opcode with Unimplemented and
 		// drops the connection.
 		c.log.Warn("closing connection: unknown opcode", "op", int32(hdr.Type))
-		c.sendReply(hdr.Xid, -1, jute.CodeUnimplemented, nil)
-		return false
+		req.answer = func() reply { return reply{zxid: -1, code: jute.CodeUnimplemented, close: true} }
+		return req, false
 	}
 	if rec != nil {
 		rec.Decode(d)
 		if d.Err() != nil {
 			c.log.Info("malformed request", "op", hdr.Type, "err", d.Err())
-			c.sendReply(hdr.Xid, c.srv.watches.Dispatched(), jute.CodeMarshallingError, nil)
-			return true
+			req.answer = c.refusal(jute.CodeMarshallingError)
+			return req, true
 		}
 	}
-	start := time.Now()
-	c.srv.stats.outstanding.Add(1)
-	c.outstanding.Add(1)
-	defer func() {
-		c.srv.stats.outstanding.Add(-1)
-		c.outstanding.Add(-1)
-	}()
 	if !c.keepAlive(hdr.Type == jute.OpPing) {
-		return false
+		return nil, false
 	}
-	r := c.handle(hdr.Type, rec)
-	if c.log.Enabled(c.ctx, slog.LevelDebug) {
-		c.log.Debug("request", "xid", hdr.Xid, "op", hdr.Type, "req", rec, "err", r.code, "zxid", r.zxid)
-	}
-	if r.fail != nil {
-		if c.ctx.Err() == nil {
-			c.log.Warn("closing connection: request failed", "op", hdr.Type, "err", r.fail)
+	switch op := hdr.Type; op {
+	case jute.OpCloseSession:
+		if !c.closeSession(req) {
+			return nil, false
 		}
-		return false
-	}
-	if r.wait {
-		if err := c.srv.watches.waitDispatched(c.ctx, r.zxid); err != nil {
-			return false
+		return req, false
+	case jute.OpCreate, jute.OpCreate2, jute.OpCreateContainer, jute.OpCreateTTL,
+		jute.OpDelete, jute.OpSetData, jute.OpSetACL, jute.OpCheck:
+		if !c.write(req, rec) {
+			return nil, false
 		}
+	case jute.OpMulti:
+		if !c.multi(req, rec.(*jute.MultiRequest)) {
+			return nil, false
+		}
+	case jute.OpAuth:
+		r := c.addAuth(rec.(*jute.AuthPacket))
+		req.answer = func() reply { return r }
+		return req, !r.close
+	default:
+		req.answer = func() reply { return c.handle(op, rec, req.ids) }
 	}
-	xid := hdr.Xid
-	if hdr.Type == jute.OpPing {
-		// FinalRequestProcessor answers every ping with PING_XID, whatever
-		// xid the request carried.
-		xid = jute.XidPing
-	}
-	c.sendReply(xid, r.zxid, r.code, r.body)
-	now := time.Now()
-	c.record(hdr.Type, hdr.Xid, r.zxid, now.Sub(start), now)
-	if hdr.Type == jute.OpAuth && r.code == jute.CodeAuthFailed {
-		c.srv.stats.authFailed.Add(1)
-	}
-	return !r.close
+	return req, true
 }
 
-// handle executes one decoded request.
-func (c *conn) handle(op jute.OpCode, rec jute.Record) reply {
+// handle answers a request that is not a write, when it reaches the head
+// of the FIFO: every earlier request of the session has been answered.
+func (c *conn) handle(op jute.OpCode, rec jute.Record, ids []core.ID) reply {
 	switch op {
 	case jute.OpPing:
 		return reply{zxid: c.srv.watches.Dispatched()}
-	case jute.OpCloseSession:
-		return c.closeSession()
-	case jute.OpCreate, jute.OpCreate2, jute.OpCreateContainer, jute.OpCreateTTL,
-		jute.OpDelete, jute.OpSetData, jute.OpSetACL, jute.OpCheck:
-		return c.write(op, rec)
-	case jute.OpMulti:
-		return c.multi(rec.(*jute.MultiRequest))
 	case jute.OpMultiRead:
-		return c.multiRead(rec.(*jute.MultiRequest))
+		return c.multiRead(rec.(*jute.MultiRequest), ids)
 	case jute.OpExists:
 		r := rec.(*jute.ExistsRequest)
 		return c.exists(r.Path, r.Watch)
 	case jute.OpGetData:
 		r := rec.(*jute.GetDataRequest)
-		return c.getData(r.Path, r.Watch)
+		return c.getData(r.Path, r.Watch, ids)
 	case jute.OpGetChildren:
 		r := rec.(*jute.GetChildrenRequest)
-		return c.getChildren(r.Path, r.Watch, false)
+		return c.getChildren(r.Path, r.Watch, false, ids)
 	case jute.OpGetChildren2:
 		r := rec.(*jute.GetChildren2Request)
-		return c.getChildren(r.Path, r.Watch, true)
+		return c.getChildren(r.Path, r.Watch, true, ids)
 	case jute.OpGetACL:
-		return c.getACL(rec.(*jute.GetACLRequest).Path)
+		return c.getACL(rec.(*jute.GetACLRequest).Path, ids)
 	case jute.OpGetAllChildrenNumber:
-		return c.getAllChildrenNumber(rec.(*jute.GetAllChildrenNumberRequest).Path)
+		return c.getAllChildrenNumber(rec.(*jute.GetAllChildrenNumberRequest).Path, ids)
 	case jute.OpGetEphemerals:
 		return c.getEphemerals(rec.(*jute.GetEphemeralsRequest).PrefixPath)
 	case jute.OpSync:
 		return c.sync(rec.(*jute.SyncRequest).Path)
-	case jute.OpAuth:
-		return c.addAuth(rec.(*jute.AuthPacket))
 	case jute.OpSetWatches:
 		r := rec.(*jute.SetWatches)
 		return c.setWatches(&jute.SetWatches2{RelativeZxid: r.RelativeZxid, DataWatches: r.DataWatches,
@@ -145,7 +127,7 @@ func (c *conn) handle(op jute.OpCode, rec jute.Record) reply {
 		r := rec.(*jute.CheckWatchesRequest)
 		return c.removeWatches(r.Path, r.Type, false)
 	case jute.OpWhoAmI:
-		return c.whoAmI()
+		return c.whoAmI(ids)
 	case jute.OpReconfig:
 		// Membership changes are not offered through the ZooKeeper
 		// face; ZooKeeper with reconfigEnabled=false answers the same.
@@ -155,14 +137,14 @@ func (c *conn) handle(op jute.OpCode, rec jute.Record) reply {
 	return errReply(c.srv.watches.Dispatched(), jute.CodeUnimplemented)
 }
 
-func (c *conn) closeSession() reply {
+// closeSession submits the revoke of the session's lease; the reply ends
+// the connection.
+func (c *conn) closeSession(req *request) bool {
 	s := c.session.Load()
-	res, err := c.srv.backend.Propose(c.ctx, &core.Op{LeaseRevoke: &core.LeaseRevoke{ID: s.id}})
-	if err != nil {
-		return reply{fail: fmt.Errorf("revoke session 0x%x: %w", s.id, err)}
-	}
-	c.log.Debug("session closed", "session", fmt.Sprintf("0x%x", s.id))
-	return reply{zxid: res.Rev, wait: true, close: true}
+	return c.submit(req, &core.Op{LeaseRevoke: &core.LeaseRevoke{ID: s.id}}, func(res *core.Result) reply {
+		c.log.Debug("session closed", "session", fmt.Sprintf("0x%x", s.id))
+		return reply{zxid: res.Rev, wait: true, close: true}
+	})
 }
 
 // toStat converts a node and its Dir to the wire Stat.
@@ -185,12 +167,12 @@ func specialPath(p string) bool {
 
 // prepareWrite validates a write request as ZooKeeper's PrepRequestProcessor
 // does before it touches the tree, and translates it into a core op.
-func (c *conn) prepareWrite(op jute.OpCode, rec jute.Record) (core.TxnOp, jute.Code) {
+func (c *conn) prepareWrite(op jute.OpCode, rec jute.Record, ids []core.ID) (core.TxnOp, jute.Code) {
 	switch r := rec.(type) {
 	case *jute.CreateRequest:
-		return c.prepareCreate(op, r.Path, r.Data, r.ACL, r.Flags, -1)
+		return c.prepareCreate(op, r.Path, r.Data, r.ACL, r.Flags, -1, ids)
 	case *jute.CreateTTLRequest:
-		return c.prepareCreate(op, r.Path, r.Data, r.ACL, r.Flags, r.TTL)
+		return c.prepareCreate(op, r.Path, r.Data, r.ACL, r.Flags, r.TTL, ids)
 	case *jute.DeleteRequest:
 		// ZooKeeper checks only for a slash and NUL here; a path that is
 		// otherwise invalid simply names no node.
@@ -212,7 +194,7 @@ func (c *conn) prepareWrite(op jute.OpCode, rec jute.Record) (core.TxnOp, jute.C
 		if !core.IsTreePath([]byte(r.Path)) {
 			return core.TxnOp{}, jute.CodeBadArguments
 		}
-		acl, ok := fixupACL(r.ACL, c.identities())
+		acl, ok := fixupACL(r.ACL, ids)
 		if !ok {
 			return core.TxnOp{}, jute.CodeInvalidACL
 		}
@@ -221,7 +203,7 @@ func (c *conn) prepareWrite(op jute.OpCode, rec jute.Record) (core.TxnOp, jute.C
 	return core.TxnOp{}, jute.CodeMarshallingError
 }
 
-func (c *conn) prepareCreate(op jute.OpCode, path string, data []byte, acl []jute.ACL, flags jute.CreateMode, ttl int64) (core.TxnOp, jute.Code) {
+func (c *conn) prepareCreate(op jute.OpCode, path string, data []byte, acl []jute.ACL, flags jute.CreateMode, ttl int64, ids []core.ID) (core.TxnOp, jute.Code) {
 	if !flags.Valid() {
 		return core.TxnOp{}, jute.CodeBadArguments
 	}
@@ -245,7 +227,7 @@ func (c *conn) prepareCreate(op jute.OpCode, path string, data []byte, acl []jut
 	if !core.IsTreePath([]byte(full)) {
 		return core.TxnOp{}, jute.CodeBadArguments
 	}
-	cacl, ok := fixupACL(acl, c.identities())
+	cacl, ok := fixupACL(acl, ids)
 	if !ok {
 		return core.TxnOp{}, jute.CodeInvalidACL
 	}
@@ -261,27 +243,19 @@ func (c *conn) prepareCreate(op jute.OpCode, path string, data []byte, acl []jut
 	return core.TxnOp{Kind: core.OpCreate, Key: []byte(path), Value: data, Create: opts}, jute.CodeOk
 }
 
-// propose runs a Txn of ZooKeeper ops with the session's identities.
-func (c *conn) propose(ops []core.TxnOp) (*core.Result, error) {
-	res, err := c.srv.backend.Propose(c.ctx, &core.Op{Txn: &core.Txn{Success: ops, Auth: c.identities()}})
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errBackend, err)
+// write prepares and submits a single write.
+func (c *conn) write(req *request, rec jute.Record) bool {
+	op := req.op
+	top, code := c.prepareWrite(op, rec, req.ids)
+	if code != jute.CodeOk {
+		req.answer = c.refusal(code)
+		return true
 	}
-	if res.Err != nil && !isRefusal(res.Err) {
-		return nil, fmt.Errorf("%w: %w", errBackend, res.Err)
-	}
-	return res, nil
+	return c.submitTxn(req, []core.TxnOp{top}, func(res *core.Result) reply { return writeReply(op, res) })
 }
 
-func (c *conn) write(op jute.OpCode, rec jute.Record) reply {
-	top, code := c.prepareWrite(op, rec)
-	if code != jute.CodeOk {
-		return errReply(c.srv.watches.Dispatched(), code)
-	}
-	res, err := c.propose([]core.TxnOp{top})
-	if err != nil {
-		return reply{fail: err}
-	}
+// writeReply is a single write's answer.
+func writeReply(op jute.OpCode, res *core.Result) reply {
 	if res.Err != nil {
 		return reply{zxid: res.Rev, code: codeOf(res.Err), wait: true}
 	}
@@ -300,21 +274,23 @@ func (c *conn) write(op jute.OpCode, rec jute.Record) reply {
 	return out
 }
 
-// multi runs write ops all or nothing. An op that fails validation here
-// must still let the ops before it report their own failures, as they
-// would in ZooKeeper's in-order preparation: they are proposed with a
-// trailing op that always fails, so nothing is written either way.
-func (c *conn) multi(req *jute.MultiRequest) reply {
-	n := len(req.Ops)
+// multi prepares and submits write ops all or nothing. An op that fails
+// validation here must still let the ops before it report their own
+// failures, as they would in ZooKeeper's in-order preparation: they are
+// submitted with a trailing op that always fails, so nothing is written
+// either way.
+func (c *conn) multi(req *request, mr *jute.MultiRequest) bool {
+	n := len(mr.Ops)
 	ops := make([]core.TxnOp, 0, n+1)
 	failAt, failCode := -1, jute.CodeOk
-	for i, op := range req.Ops {
+	for i, op := range mr.Ops {
 		if op.Type == jute.OpGetData || op.Type == jute.OpGetChildren {
-			return errReply(c.srv.watches.Dispatched(), jute.CodeMarshallingError)
+			req.answer = c.refusal(jute.CodeMarshallingError)
+			return true
 		}
 		typ, rec := multiCreateOp(op)
-		req.Ops[i] = jute.MultiOp{Type: typ, Request: rec}
-		top, code := c.prepareWrite(typ, rec)
+		mr.Ops[i] = jute.MultiOp{Type: typ, Request: rec}
+		top, code := c.prepareWrite(typ, rec, req.ids)
 		if code != jute.CodeOk {
 			failAt, failCode = i, code
 			break
@@ -329,12 +305,15 @@ func (c *conn) multi(req *jute.MultiRequest) reply {
 		if failAt == 0 {
 			resp.Results = failedResults(n, 0, failCode)
 		}
-		return reply{zxid: c.srv.watches.Dispatched(), body: resp}
+		req.answer = func() reply { return reply{zxid: c.srv.watches.Dispatched(), body: resp} }
+		return true
 	}
-	res, err := c.propose(ops)
-	if err != nil {
-		return reply{fail: err}
-	}
+	return c.submitTxn(req, ops, func(res *core.Result) reply { return multiReply(mr, res, failAt, failCode) })
+}
+
+// multiReply is a multi's answer.
+func multiReply(req *jute.MultiRequest, res *core.Result, failAt int, failCode jute.Code) reply {
+	n := len(req.Ops)
 	resp := &jute.MultiResponse{}
 	if res.Err != nil {
 		code := codeOf(res.Err)
@@ -455,11 +434,12 @@ func (c *conn) exists(path string, watch bool) reply {
 	})
 }
 
-func (c *conn) readable(n *core.Node, perm core.Perm) bool {
-	return core.CheckACL(n.ACL, perm, c.identities())
+// readable checks a request's identities against a node's ACL.
+func readable(n *core.Node, perm core.Perm, ids []core.ID) bool {
+	return core.CheckACL(n.ACL, perm, ids)
 }
 
-func (c *conn) getData(path string, watch bool) reply {
+func (c *conn) getData(path string, watch bool, ids []core.ID) reply {
 	return c.view(watch, func(v core.ReadView) reply {
 		n, d, err := lookup(v, path)
 		if err != nil {
@@ -468,7 +448,7 @@ func (c *conn) getData(path string, watch bool) reply {
 		if n == nil {
 			return reply{code: jute.CodeNoNode}
 		}
-		if !c.readable(n, core.PermRead) {
+		if !readable(n, core.PermRead, ids) {
 			return reply{code: jute.CodeNoAuth}
 		}
 		if watch {
@@ -487,7 +467,7 @@ func children(v core.View, path string) ([]string, error) {
 	return out, err
 }
 
-func (c *conn) getChildren(path string, watch, withStat bool) reply {
+func (c *conn) getChildren(path string, watch, withStat bool, ids []core.ID) reply {
 	return c.view(watch, func(v core.ReadView) reply {
 		n, d, err := lookup(v, path)
 		if err != nil {
@@ -496,7 +476,7 @@ func (c *conn) getChildren(path string, watch, withStat bool) reply {
 		if n == nil {
 			return reply{code: jute.CodeNoNode}
 		}
-		if !c.readable(n, core.PermRead) {
+		if !readable(n, core.PermRead, ids) {
 			return reply{code: jute.CodeNoAuth}
 		}
 		kids, err := children(v, path)
@@ -513,7 +493,7 @@ func (c *conn) getChildren(path string, watch, withStat bool) reply {
 	})
 }
 
-func (c *conn) getACL(path string) reply {
+func (c *conn) getACL(path string, ids []core.ID) reply {
 	return c.view(false, func(v core.ReadView) reply {
 		n, d, err := lookup(v, path)
 		if err != nil {
@@ -522,18 +502,18 @@ func (c *conn) getACL(path string) reply {
 		if n == nil {
 			return reply{code: jute.CodeNoNode}
 		}
-		if !c.readable(n, core.PermRead|core.PermAdmin) {
+		if !readable(n, core.PermRead|core.PermAdmin, ids) {
 			return reply{code: jute.CodeNoAuth}
 		}
 		acl := toJuteACL(n.ACL)
-		if !c.readable(n, core.PermAdmin) {
+		if !readable(n, core.PermAdmin, ids) {
 			acl = redactDigests(acl)
 		}
 		return reply{body: &jute.GetACLResponse{ACL: acl, Stat: toStat(n, d)}}
 	})
 }
 
-func (c *conn) getAllChildrenNumber(path string) reply {
+func (c *conn) getAllChildrenNumber(path string, ids []core.ID) reply {
 	return c.view(false, func(v core.ReadView) reply {
 		n, _, err := lookup(v, path)
 		if err != nil {
@@ -542,7 +522,7 @@ func (c *conn) getAllChildrenNumber(path string) reply {
 		if n == nil {
 			return reply{code: jute.CodeNoNode}
 		}
-		if !c.readable(n, core.PermRead) {
+		if !readable(n, core.PermRead, ids) {
 			return reply{code: jute.CodeNoAuth}
 		}
 		total, err := countDescendants(v, []byte(path))
@@ -601,7 +581,7 @@ func (c *conn) sync(path string) reply {
 
 // multiRead runs read ops on one view; unlike multi it is not all or
 // nothing: a failed read is an error result and the others succeed.
-func (c *conn) multiRead(req *jute.MultiRequest) reply {
+func (c *conn) multiRead(req *jute.MultiRequest, ids []core.ID) reply {
 	return c.view(false, func(v core.ReadView) reply {
 		resp := &jute.MultiResponse{Results: make([]jute.MultiResult, len(req.Ops))}
 		for i, op := range req.Ops {
@@ -621,7 +601,7 @@ func (c *conn) multiRead(req *jute.MultiRequest) reply {
 			switch {
 			case n == nil:
 				resp.Results[i] = jute.MultiResult{Type: jute.OpError, Err: jute.CodeNoNode}
-			case !c.readable(n, core.PermRead):
+			case !readable(n, core.PermRead, ids):
 				resp.Results[i] = jute.MultiResult{Type: jute.OpError, Err: jute.CodeNoAuth}
 			case op.Type == jute.OpGetData:
 				resp.Results[i] = jute.MultiResult{Type: jute.OpGetData, Data: n.Value, Stat: toStat(n, d)}
@@ -663,11 +643,13 @@ func (c *conn) addAuth(p *jute.AuthPacket) reply {
 		c.auth = append(c.auth, id)
 	}
 	c.authMu.Unlock()
+	// Requests read before this one keep the identities they were read
+	// with, so c.ids is replaced, never changed in place.
+	c.ids = c.identities()
 	return reply{}
 }
 
-func (c *conn) whoAmI() reply {
-	ids := c.identities()
+func (c *conn) whoAmI(ids []core.ID) reply {
 	infos := make([]jute.ClientInfo, len(ids))
 	for i, id := range ids {
 		infos[i] = jute.ClientInfo{AuthScheme: id.Scheme, User: userName(id)}

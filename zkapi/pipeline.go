@@ -1,0 +1,194 @@
+package zkapi
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/januskv/janus/core"
+	"github.com/januskv/janus/zkapi/jute"
+)
+
+// A connection pipelines its session's requests. The reader decodes and
+// prepares each request in the order it arrives, submits writes to the log
+// at once and queues every request on a bounded FIFO; the replier answers
+// the FIFO strictly in order. Submitting one write after another from one
+// goroutine commits them in that order, so a session may have many writes
+// in the same group commit and still see them take effect in the order it
+// sent them; a read runs only when it reaches the head, after every earlier
+// write of the session has been applied, so it sees them and a watch it
+// sets is armed at the revision it read. A read must not see the
+// session's later writes either, so the reader submits a write only once
+// every earlier request that is not a write has been answered: writes
+// pipeline behind writes, reads behind writes, but a write waits for the
+// reads before it.
+//
+// What depends on the request's place in the stream rather than on the
+// tree is decided by the reader, as ZooKeeper decides it when the request
+// is read: path checks, ACL fix-up with the identities the session has at
+// that moment, and addAuth changing them for later requests.
+
+// request is one request on its way through a connection.
+type request struct {
+	xid   int32
+	op    jute.OpCode
+	ids   []core.ID // the session's identities when it was read
+	start time.Time
+	// A write is submitted by the reader; the replier waits for it and
+	// turns its result into the reply.
+	pending core.Pending
+	result  func(*core.Result) reply
+	// Anything else is answered when it reaches the head of the FIFO;
+	// answered is closed then, releasing the reader to submit the next
+	// write.
+	answer   func() reply
+	answered chan struct{}
+}
+
+// release closes r.answered once.
+func (r *request) release() {
+	if r.answered != nil {
+		close(r.answered)
+		r.answered = nil
+	}
+}
+
+// readLoop reads, prepares and queues requests until the connection ends
+// or a request ends it (closeSession, a failed addAuth, an unknown
+// opcode). It owns queue and closes it on return.
+func (c *conn) readLoop(queue chan<- *request) {
+	defer close(queue)
+	for {
+		s := c.session.Load()
+		// A client pings every third of its timeout; silence for a whole
+		// timeout means it is gone (its session expires on its own).
+		_ = c.nc.SetReadDeadline(time.Now().Add(s.timeout))
+		frame, err := jute.ReadFrame(c.br, c.srv.cfg.MaxBuffer)
+		if err != nil {
+			c.logReadError(err)
+			return
+		}
+		c.countReceived()
+		req, more := c.prepare(frame)
+		if req != nil && req.pending == nil {
+			req.answered = make(chan struct{})
+			c.barrier = req.answered
+		}
+		if req != nil {
+			c.srv.stats.outstanding.Add(1)
+			c.outstanding.Add(1)
+			select {
+			case queue <- req:
+			case <-c.ctx.Done():
+				c.srv.stats.outstanding.Add(-1)
+				c.outstanding.Add(-1)
+				return
+			}
+		}
+		if !more {
+			return
+		}
+	}
+}
+
+// replyLoop answers queued requests in order until the reader closes the
+// queue. After a failure it only drains the queue: the connection is
+// closed and no later reply may reach the client.
+func (c *conn) replyLoop(queue <-chan *request) {
+	live := true
+	for req := range queue {
+		if live {
+			live = c.reply(req)
+		}
+		req.release()
+		c.srv.stats.outstanding.Add(-1)
+		c.outstanding.Add(-1)
+	}
+}
+
+// reply answers one request that has reached the head of the FIFO. It
+// returns false once no further reply may be sent.
+func (c *conn) reply(req *request) bool {
+	var r reply
+	if req.pending != nil {
+		res, err := req.pending.Wait(c.ctx)
+		switch {
+		case err != nil:
+			r = reply{fail: fmt.Errorf("%w: %w", errBackend, err)}
+		case res.Err != nil && !isRefusal(res.Err):
+			r = reply{fail: fmt.Errorf("%w: %w", errBackend, res.Err)}
+		default:
+			r = req.result(res)
+		}
+	} else {
+		r = req.answer()
+		req.release()
+	}
+	if c.log.Enabled(c.ctx, slog.LevelDebug) {
+		c.log.Debug("request", "xid", req.xid, "op", req.op, "err", r.code, "zxid", r.zxid)
+	}
+	if r.fail != nil {
+		// Later writes of the session may commit without this one (a
+		// leader change drops what it had not committed): the client
+		// must see the connection lost, not a later reply.
+		if c.ctx.Err() == nil {
+			c.log.Warn("closing connection: request failed", "op", req.op, "err", r.fail)
+		}
+		c.close()
+		return false
+	}
+	if r.wait {
+		if err := c.srv.watches.waitDispatched(c.ctx, r.zxid); err != nil {
+			c.close()
+			return false
+		}
+	}
+	xid := req.xid
+	if req.op == jute.OpPing {
+		// FinalRequestProcessor answers every ping with PING_XID, whatever
+		// xid the request carried.
+		xid = jute.XidPing
+	}
+	c.sendReply(xid, r.zxid, r.code, r.body)
+	now := time.Now()
+	c.record(req.op, req.xid, r.zxid, now.Sub(req.start), now)
+	if req.op == jute.OpAuth && r.code == jute.CodeAuthFailed {
+		c.srv.stats.authFailed.Add(1)
+	}
+	return !r.close
+}
+
+// submit submits a write for req; result turns its outcome into the
+// reply. A failure to submit closes the connection at once: the session's
+// later writes must not commit without this one.
+func (c *conn) submit(req *request, op *core.Op, result func(*core.Result) reply) bool {
+	if c.barrier != nil {
+		select {
+		case <-c.barrier:
+			c.barrier = nil
+		case <-c.ctx.Done():
+			return false
+		}
+	}
+	p, err := c.srv.backend.Submit(c.ctx, op)
+	if err != nil {
+		if c.ctx.Err() == nil {
+			c.log.Warn("closing connection: request failed", "op", req.op, "err", fmt.Errorf("%w: %w", errBackend, err))
+		}
+		c.close()
+		return false
+	}
+	req.pending, req.result = p, result
+	return true
+}
+
+// submitTxn submits a Txn of ZooKeeper ops with req's identities.
+func (c *conn) submitTxn(req *request, ops []core.TxnOp, result func(*core.Result) reply) bool {
+	return c.submit(req, &core.Op{Txn: &core.Txn{Success: ops, Auth: req.ids}}, result)
+}
+
+// refusal answers at the head of the FIFO with an error decided when the
+// request was read.
+func (c *conn) refusal(code jute.Code) func() reply {
+	return func() reply { return errReply(c.srv.watches.Dispatched(), code) }
+}
