@@ -38,9 +38,11 @@ type request struct {
 	// turns its result into the reply.
 	pending core.Pending
 	result  func(*core.Result) reply
-	// Anything else is answered when it reaches the head of the FIFO;
-	// answered is closed then, releasing the reader to submit the next
-	// write.
+	// Anything else is answered when it reaches the head of the FIFO.
+	// answered is closed once its reply is queued, releasing the reader
+	// to submit the next write: not earlier, or that write could fire a
+	// watch this request set before the client has the reply that
+	// registers the watch on its side.
 	answer   func() reply
 	answered chan struct{}
 }
@@ -122,7 +124,6 @@ func (c *conn) reply(req *request) bool {
 		}
 	} else {
 		r = req.answer()
-		req.release()
 	}
 	if c.log.Enabled(c.ctx, slog.LevelDebug) {
 		c.log.Debug("request", "xid", req.xid, "op", req.op, "err", r.code, "zxid", r.zxid)

@@ -43,8 +43,10 @@ func startJanusOn(t testing.TB, cfg zkapi.Config, wrap func(*server.Member) core
 }
 
 // pipelined sends reqs in one write, then reads a reply for each, in order.
-// A reply's body is decoded into resps[i] when it succeeds.
-func (r *rawClient) pipelined(reqs []rawReq) []jute.ReplyHeader {
+// A reply's body is decoded into reqs[i].resp when it succeeds. For each
+// notification received meanwhile (appended to r.events), eventAt says how
+// many replies came before it.
+func (r *rawClient) pipelined(reqs []rawReq) (hdrs []jute.ReplyHeader, eventAt []int) {
 	r.t.Helper()
 	e := jute.NewEncoder(nil)
 	xids := make([]int32, len(reqs))
@@ -61,7 +63,7 @@ func (r *rawClient) pipelined(reqs []rawReq) []jute.ReplyHeader {
 	if _, err := r.nc.Write(e.Bytes()); err != nil {
 		r.t.Fatalf("write: %v", err)
 	}
-	hdrs := make([]jute.ReplyHeader, 0, len(reqs))
+	hdrs = make([]jute.ReplyHeader, 0, len(reqs))
 	for len(hdrs) < len(reqs) {
 		d := jute.NewDecoder(r.read())
 		var h jute.ReplyHeader
@@ -70,6 +72,7 @@ func (r *rawClient) pipelined(reqs []rawReq) []jute.ReplyHeader {
 			var ev jute.WatcherEvent
 			ev.Decode(d)
 			r.events = append(r.events, ev)
+			eventAt = append(eventAt, len(hdrs))
 			continue
 		}
 		i := len(hdrs)
@@ -84,7 +87,7 @@ func (r *rawClient) pipelined(reqs []rawReq) []jute.ReplyHeader {
 		}
 		hdrs = append(hdrs, h)
 	}
-	return hdrs
+	return hdrs, eventAt
 }
 
 type rawReq struct {
@@ -124,7 +127,7 @@ func TestPipelinedRequestsAnsweredInOrder(t *testing.T) {
 		rawReq{jute.OpCreate, &jute.CreateRequest{Path: "/n0/e", ACL: []jute.ACL{worldAll}, Flags: jute.ModeEphemeral}, nil},
 		rawReq{jute.OpGetChildren, &jute.GetChildrenRequest{Path: "/n0"}, kids},
 	)
-	hdrs := c.pipelined(reqs)
+	hdrs, _ := c.pipelined(reqs)
 	var last int64
 	for i, h := range hdrs {
 		want := jute.CodeOk
@@ -161,7 +164,7 @@ func TestPipelinedRequestsAnsweredInOrder(t *testing.T) {
 
 	// The ephemeral goes with the session; closeSession is answered after
 	// the requests before it.
-	hdrs = c.pipelined([]rawReq{
+	hdrs, _ = c.pipelined([]rawReq{
 		{jute.OpSetData, &jute.SetDataRequest{Path: deepest, Data: []byte("third"), Version: -1}, nil},
 		{jute.OpCloseSession, nil, nil},
 	})
@@ -298,9 +301,40 @@ func TestWritesSubmittedBeforeEarlierOnesComplete(t *testing.T) {
 	for i := range n {
 		reqs = append(reqs, rawReq{jute.OpCreate, &jute.CreateRequest{Path: fmt.Sprintf("/g%d", i), ACL: []jute.ACL{worldAll}}, nil})
 	}
-	for i, h := range c.pipelined(reqs) {
+	hdrs, _ := c.pipelined(reqs)
+	for i, h := range hdrs {
 		if h.Err != jute.CodeOk {
 			t.Errorf("create %d: %v", i, h.Err)
+		}
+	}
+}
+
+// TestWatchReplyPrecedesItsEvent pipelines a read that sets a watch and the
+// write that fires it: the client must get the read's reply, which
+// registers the watch on its side, before the event.
+func TestWatchReplyPrecedesItsEvent(t *testing.T) {
+	j := startJanus(t, zkapi.Config{})
+	c := dialRaw(t, j.Addr)
+	c.handshake(jute.ConnectRequest{TimeOut: 10000})
+	for i := range 20 {
+		p := fmt.Sprintf("/w%d", i)
+		c.events = nil
+		hdrs, eventAt := c.pipelined([]rawReq{
+			{jute.OpExists, &jute.ExistsRequest{Path: p, Watch: true}, nil},
+			{jute.OpCreate, &jute.CreateRequest{Path: p, ACL: []jute.ACL{worldAll}}, nil},
+			{jute.OpGetData, &jute.GetDataRequest{Path: p, Watch: true}, nil},
+			{jute.OpSetData, &jute.SetDataRequest{Path: p, Version: -1}, nil},
+		})
+		if hdrs[0].Err != jute.CodeNoNode || hdrs[1].Err != jute.CodeOk || hdrs[2].Err != jute.CodeOk || hdrs[3].Err != jute.CodeOk {
+			t.Fatalf("round %d: replies %+v", i, hdrs)
+		}
+		if len(c.events) != 2 || c.events[0].Type != jute.EventNodeCreated || c.events[1].Type != jute.EventNodeDataChanged {
+			t.Fatalf("round %d: events %+v", i, c.events)
+		}
+		// Each event after the reply that set its watch, and before the
+		// reply to the write that fired it.
+		if eventAt[0] != 1 || eventAt[1] != 3 {
+			t.Fatalf("round %d: events after %v replies, want [1 3]", i, eventAt)
 		}
 	}
 }
