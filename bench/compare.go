@@ -42,6 +42,7 @@ type compareConfig struct {
 	memKeys   int
 	memKeys1M bool
 	profile   bool
+	janusArgs string
 }
 
 func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -61,6 +62,7 @@ func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.StringVar(&c.zkHeap, "zk-heap", "2g", "ZooKeeper's JVM maximum heap (-Xmx)")
 	fs.IntVar(&c.memKeys, "mem-keys", 100000, "keys of --value-size bytes to load into a fresh server of each system for the memory and disk figures; 0 skips them")
 	fs.BoolVar(&c.memKeys1M, "mem-1m", false, "measure memory and disk after 1M keys instead of --mem-keys")
+	fs.StringVar(&c.janusArgs, "janus-args", "", "extra flags for every Janus member, space-separated (e.g. \"--reaper-interval 1m\"), for diagnostic runs; the report records them")
 	fs.BoolVar(&c.profile, "profile", false, "take a CPU profile of every Janus member (its /debug/pprof) during each workload's discarded warm-up round, into the report directory as profile-<workload>-janus<member>.pb.gz")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -133,7 +135,10 @@ func compare(ctx context.Context, c compareConfig, logger *slog.Logger) (*report
 		}
 		workDir = d
 	}
-	l := &servers.Launcher{Dir: workDir, ZKHeap: c.zkHeap, Logger: logger}
+	l := &servers.Launcher{Dir: workDir, ZKHeap: c.zkHeap, Logger: logger, JanusArgs: strings.Fields(c.janusArgs)}
+	if len(l.JanusArgs) > 0 {
+		rep.Settings = append(rep.Settings, fmt.Sprintf("--janus-args=%q", c.janusArgs))
+	}
 	var ready []string
 	for _, s := range c.systems {
 		if err := prepare(ctx, l, s, c); err != nil {

@@ -31,6 +31,8 @@ type Launcher struct {
 	// ZKHeap is the JVM's -Xmx, e.g. "2g": large enough for the biggest
 	// data set loaded, or ZooKeeper would be measured while thrashing.
 	ZKHeap string
+	// JanusArgs are extra flags for every Janus member.
+	JanusArgs []string
 	// StartTimeout bounds how long a system may take to serve.
 	StartTimeout time.Duration
 	Logger       *slog.Logger
@@ -177,6 +179,7 @@ func (l *Launcher) startJanus(root string, nodes int) (*System, error) {
 			args = append(args, "--id", strconv.Itoa(i+1), "--peers", strings.Join(peers, ","),
 				"--peer-etcd", strings.Join(peerEtcd, ","), "--peer-zk", strings.Join(peerZK, ","))
 		}
+		args = append(args, l.JanusArgs...)
 		cmd := exec.Command(l.JanusBin, args...)
 		cmd.Dir = root
 		p, err := startProc(fmt.Sprintf("janus %d", i+1), cmd, filepath.Join(root, fmt.Sprintf("janus%d.log", i+1)))
