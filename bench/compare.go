@@ -95,7 +95,7 @@ func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	rep.Command = "go run ./bench compare " + strings.Join(args, " ")
+	rep.Command = "go run ./bench compare " + shellJoin(args)
 	if err := rep.Write(c.out); err != nil {
 		return err
 	}
@@ -478,4 +478,18 @@ func revision(ctx context.Context) string {
 		return ""
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// shellJoin joins args into a command line a shell reads back as the same
+// arguments: empty ones and ones with spaces or quotes are single-quoted.
+func shellJoin(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if a != "" && !strings.ContainsAny(a, " \t\n'\"\\$`*?;&|<>(){}[]#~!") {
+			out[i] = a
+			continue
+		}
+		out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(out, " ")
 }

@@ -170,3 +170,11 @@ func TestCompareThreeNodeJanus(t *testing.T) {
 		t.Errorf("memory figures of the ensemble: %+v", rep.Memory)
 	}
 }
+
+func TestShellJoinQuotesWhatAShellWouldSplit(t *testing.T) {
+	got := shellJoin([]string{"--workloads", "", "--janus-args", "--reaper-interval 1m", "--out", "it's"})
+	want := `--workloads '' --janus-args '--reaper-interval 1m' --out 'it'\''s'`
+	if got != want {
+		t.Errorf("shellJoin = %s, want %s", got, want)
+	}
+}
