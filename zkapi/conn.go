@@ -143,18 +143,21 @@ func (c *conn) logReadError(err error) {
 	}
 }
 
-// shutdown ends the connection: the writer sends what is queued, then the
-// socket closes and the connection's watches go.
+// shutdown ends the connection: the writer sends what is queued, the
+// connection's watches go, and only then the socket closes, as ZooKeeper's
+// close removes a connection before closing its socket: a client that has
+// seen the end of one connection (a four-letter word's, say) never finds it
+// still listed by the next.
 func (c *conn) shutdown() {
 	c.out.finish()
 	select {
 	case <-c.done:
 	case <-time.After(writeTimeout):
 	}
-	c.close()
-	<-c.done
 	c.srv.watches.removeConn(c)
 	c.srv.forget(c)
+	c.close()
+	<-c.done
 }
 
 // close closes the socket at once; the reader, replier and writer then stop.
