@@ -51,7 +51,14 @@ func TestClusterFaults(t *testing.T) {
 	c := Start(t, Options{Binary: binary, Nodes: 3})
 	waitLeader(t, c)
 	ctx, cancel := context.WithCancel(context.Background())
+	w := Workload{EtcdEndpoints: c.EtcdEndpoints(), ZKServers: c.ZKServers()}
+	res := w.Start(ctx, t)
 	var faults sync.WaitGroup
+	// Even when the test fails early, its clients and the fault injector
+	// stop before it returns (deferred calls run last to first).
+	defer faults.Wait()
+	defer res.Wait()
+	defer cancel()
 	faults.Add(1)
 	go func() {
 		defer faults.Done()
@@ -64,8 +71,7 @@ func TestClusterFaults(t *testing.T) {
 			t.Logf("fault round %d done", round)
 		}
 	}()
-	w := Workload{EtcdEndpoints: c.EtcdEndpoints(), ZKServers: c.ZKServers()}
-	res := w.Run(ctx, t)
+	res.Wait()
 	faults.Wait()
 	if t.Failed() {
 		return

@@ -13,6 +13,10 @@ import (
 func TestSingleNodeSIGKILL(t *testing.T) {
 	c := Start(t, Options{Binary: binary, Nodes: 1})
 	ctx, cancel := context.WithCancel(context.Background())
+	w := Workload{EtcdEndpoints: c.EtcdEndpoints(), ZKServers: c.ZKServers()}
+	res := w.Start(ctx, t)
+	defer res.Wait()
+	defer cancel()
 	faults := make(chan struct{})
 	go func() {
 		defer close(faults)
@@ -25,8 +29,7 @@ func TestSingleNodeSIGKILL(t *testing.T) {
 		}
 		pause(context.Background(), 1500*time.Millisecond)
 	}()
-	w := Workload{EtcdEndpoints: c.EtcdEndpoints(), ZKServers: c.ZKServers()}
-	res := w.Run(ctx, t)
+	res.Wait()
 	<-faults
 	res.Check(t)
 }

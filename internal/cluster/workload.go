@@ -50,6 +50,7 @@ type Results struct {
 	watches  []*linearize.WatchLog
 	start    int64 // revision the watches start at
 	failures map[string]int
+	clients  sync.WaitGroup // the clients Start started
 }
 
 func (w *Workload) defaults() {
@@ -94,6 +95,17 @@ func zkConn(t testing.TB, servers []string) *zk.Conn {
 // caller injects faults meanwhile.
 func (w Workload) Run(ctx context.Context, t testing.TB) *Results {
 	t.Helper()
+	r := w.Start(ctx, t)
+	r.Wait()
+	return r
+}
+
+// Start prepares the workload (its parent nodes, its watches) and starts
+// its clients, which run until ctx ends; Wait waits for them. Inject faults
+// only after Start returns: the preparation itself expects a working
+// ensemble.
+func (w Workload) Start(ctx context.Context, t testing.TB) *Results {
+	t.Helper()
 	w.defaults()
 	r := &Results{w: w, Etcd: linearize.NewHistory(), ZK: linearize.NewHistory(), acked: map[string]int64{}, failures: map[string]int{}}
 
@@ -107,8 +119,18 @@ func (w Workload) Run(ctx context.Context, t testing.TB) *Results {
 	r.start = resp.Header.Revision + 1
 	zsetup := zkConn(t, w.ZKServers)
 	for _, p := range []string{"/w", "/zk"} {
-		if _, err := zsetup.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-			t.Fatalf("cluster: create %s: %v", p, err)
+		// A young ensemble may still change leaders; the client retries
+		// what a connection loss interrupted.
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			_, err := zsetup.Create(p, nil, 0, zk.WorldACL(zk.PermAll))
+			if err == nil || errors.Is(err, zk.ErrNodeExists) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("cluster: create %s: %v", p, err)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 	}
 	// One watch pinned to the first server, one across every endpoint. They
@@ -122,7 +144,7 @@ func (w Workload) Run(ctx context.Context, t testing.TB) *Results {
 		}
 	})
 
-	var wg sync.WaitGroup
+	wg := &r.clients
 	for i := range w.EtcdClients {
 		eps := w.EtcdEndpoints
 		if i%2 == 1 {
@@ -142,10 +164,11 @@ func (w Workload) Run(ctx context.Context, t testing.TB) *Results {
 		wg.Add(1)
 		go func() { defer wg.Done(); r.lockLoop(ctx, cli, i) }()
 	}
-	<-ctx.Done()
-	wg.Wait()
 	return r
 }
+
+// Wait waits until the clients Start started have stopped.
+func (r *Results) Wait() { r.clients.Wait() }
 
 func (r *Results) fail(what string) {
 	r.mu.Lock()
