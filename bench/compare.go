@@ -41,6 +41,7 @@ type compareConfig struct {
 	zkHeap    string
 	memKeys   int
 	memKeys1M bool
+	memSettle time.Duration
 	profile   bool
 	janusArgs string
 }
@@ -62,6 +63,7 @@ func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.StringVar(&c.zkHeap, "zk-heap", "2g", "ZooKeeper's JVM maximum heap (-Xmx)")
 	fs.IntVar(&c.memKeys, "mem-keys", 100000, "keys of --value-size bytes to load into a fresh server of each system for the memory and disk figures; 0 skips them")
 	fs.BoolVar(&c.memKeys1M, "mem-1m", false, "measure memory and disk after 1M keys instead of --mem-keys")
+	fs.DurationVar(&c.memSettle, "mem-settle", 3*time.Second, "wait this long after the last key is loaded before reading RSS and disk (background compactions and GC settle)")
 	fs.StringVar(&c.janusArgs, "janus-args", "", "extra flags for every Janus member, space-separated (e.g. \"--reaper-interval 1m\"), for diagnostic runs; the report records them")
 	fs.BoolVar(&c.profile, "profile", false, "take a CPU profile of every Janus member (its /debug/pprof) during each workload's discarded warm-up round, into the report directory as profile-<workload>-janus<member>.pb.gz")
 	if err := fs.Parse(args); err != nil {
@@ -117,6 +119,9 @@ func compare(ctx context.Context, c compareConfig, logger *slog.Logger) (*report
 			fmt.Sprintf("--duration=%s", c.opts.Duration), fmt.Sprintf("--rate=%g", c.opts.Rate),
 			fmt.Sprintf("--rounds=%d", c.rounds),
 		},
+	}
+	if c.memKeys > 0 {
+		rep.Settings = append(rep.Settings, fmt.Sprintf("--mem-settle=%s", c.memSettle))
 	}
 	workDir := c.workDir
 	if workDir == "" {
@@ -341,7 +346,7 @@ func measureMemory(ctx context.Context, l *servers.Launcher, name string, c comp
 	select {
 	case <-ctx.Done():
 		return m
-	case <-time.After(3 * time.Second):
+	case <-time.After(c.memSettle):
 	}
 	if m.RSS, err = s.RSS(); err != nil {
 		m.Error = firstLine(err)
