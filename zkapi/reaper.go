@@ -1,6 +1,8 @@
 package zkapi
 
 import (
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/januskv/janus/core"
@@ -43,23 +45,99 @@ func (s *Server) reapOnce() error {
 	return nil
 }
 
-// reapCandidates scans the tree for nodes due for removal at time now (ms).
+// reapSet holds the paths that may be containers or TTL nodes, so the
+// reaper looks at those instead of scanning every node each pass (which
+// cost most of a core once the tree held a few hundred thousand nodes). It
+// is seeded by one full scan and kept up by the event stream; a path in it
+// may be stale, never missing: each pass re-reads every candidate.
+type reapSet struct {
+	mu     sync.Mutex
+	paths  map[string]struct{}
+	seeded bool
+}
+
+// observe adds the containers and TTL nodes an applied revision wrote.
+// Deleted paths are dropped by the next pass that finds them gone.
+func (r *reapSet) observe(evs []core.Event) {
+	for _, ev := range evs {
+		if ev.Type != core.EventPut || ev.Implicit || ev.Node == nil || ev.Node.Mode == core.ModePersistent {
+			continue
+		}
+		r.mu.Lock()
+		if r.paths == nil {
+			r.paths = map[string]struct{}{}
+		}
+		r.paths[string(ev.Node.Key)] = struct{}{}
+		r.mu.Unlock()
+	}
+}
+
+func (r *reapSet) snapshot() (paths []string, seeded bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for p := range r.paths {
+		paths = append(paths, p)
+	}
+	return paths, r.seeded
+}
+
+func (r *reapSet) drop(path string) {
+	r.mu.Lock()
+	delete(r.paths, path)
+	r.mu.Unlock()
+}
+
+// seed records every container and TTL node of a full scan.
+func (r *reapSet) seed(paths []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.paths == nil {
+		r.paths = map[string]struct{}{}
+	}
+	for _, p := range paths {
+		r.paths[p] = struct{}{}
+	}
+	r.seeded = true
+}
+
+// reapCandidates finds the nodes due for removal at time now (ms).
 func (s *Server) reapCandidates(now int64) ([]*core.Node, error) {
 	v, err := s.backend.Read(s.ctx, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer v.Close()
-	var victims []*core.Node
-	var scanErr error
-	err = v.Range([]byte("/"), []byte("0"), func(n *core.Node) bool {
-		if n.Mode == core.ModePersistent || !core.IsTreePath(n.Key) {
+	paths, seeded := s.reapable.snapshot()
+	if !seeded {
+		// Once, at the first pass: every container and TTL node already
+		// stored. Later ones arrive through the event stream.
+		var found []string
+		err := v.Range([]byte("/"), []byte("0"), func(n *core.Node) bool {
+			if n.Mode != core.ModePersistent && core.IsTreePath(n.Key) {
+				found = append(found, string(n.Key))
+			}
 			return true
+		})
+		if err != nil {
+			return nil, err
+		}
+		s.reapable.seed(found)
+		paths, _ = s.reapable.snapshot()
+	}
+	slices.Sort(paths)
+	var victims []*core.Node
+	for _, p := range paths {
+		n, err := v.Node([]byte(p))
+		if err != nil {
+			return nil, err
+		}
+		if n == nil || n.Mode == core.ModePersistent {
+			s.reapable.drop(p)
+			continue
 		}
 		d, err := v.Dir(n.Key)
 		if err != nil {
-			scanErr = err
-			return false
+			return nil, err
 		}
 		empty := d == nil || d.NumChildren == 0
 		switch n.Mode {
@@ -72,10 +150,6 @@ func (s *Server) reapCandidates(now int64) ([]*core.Node, error) {
 				victims = append(victims, n)
 			}
 		}
-		return true
-	})
-	if err == nil {
-		err = scanErr
 	}
-	return victims, err
+	return victims, nil
 }

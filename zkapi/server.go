@@ -14,12 +14,13 @@ import (
 
 // Server serves the ZooKeeper client protocol on a core.Backend.
 type Server struct {
-	backend core.Backend
-	cfg     Config
-	log     *slog.Logger
-	watches *watchManager
-	started time.Time
-	stats   serverStats
+	reapable reapSet
+	backend  core.Backend
+	cfg      Config
+	log      *slog.Logger
+	watches  *watchManager
+	started  time.Time
+	stats    serverStats
 
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
@@ -228,6 +229,7 @@ func (s *Server) followOnce() error {
 			if !ok {
 				return fmt.Errorf("subscription closed: %w", sub.Err())
 			}
+			s.reapable.observe(re.Events)
 			s.watches.dispatch(re, s.aclAt(re))
 		case <-s.ctx.Done():
 			return s.ctx.Err()
