@@ -288,19 +288,31 @@ func Open(cfg Config, sm StateMachine) (*Member, error) {
 	return m, nil
 }
 
-func open(cfg Config, sm StateMachine, lock *dirLock) (*Member, error) {
+// openLog reads the persisted epochs and opens the log, refusing one that
+// begins after entries the state machine has not applied yet. Both the
+// single-member and the replicated start-up begin here.
+func openLog(cfg Config, sm StateMachine) (epochs, *wal, uint64, error) {
 	ep, err := readEpochs(cfg.Dir)
 	if err != nil {
-		return nil, err
+		return epochs{}, nil, 0, err
 	}
 	w, err := openWAL(cfg.Dir, cfg.Logger, cfg.SegmentSize)
 	if err != nil {
-		return nil, err
+		return epochs{}, nil, 0, err
 	}
 	applied := sm.AppliedIndex()
 	if first := w.firstIndex(); first > 0 && applied+1 < first {
-		return nil, fmt.Errorf("log begins at index %d but the state machine has applied only through %d: entries %d-%d are gone",
+		w.close()
+		return epochs{}, nil, 0, fmt.Errorf("log begins at index %d but the state machine has applied only through %d: entries %d-%d are gone",
 			first, applied, applied+1, first-1)
+	}
+	return ep, w, applied, nil
+}
+
+func open(cfg Config, sm StateMachine, lock *dirLock) (*Member, error) {
+	ep, w, applied, err := openLog(cfg, sm)
+	if err != nil {
+		return nil, err
 	}
 	if w.lastIndex > applied {
 		err := w.read(applied+1, w.lastIndex, replayBatchEntries, func(batch []Entry) error {

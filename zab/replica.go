@@ -105,18 +105,9 @@ const (
 )
 
 func openReplicated(cfg Config, sm StateMachine, lock *dirLock) (*Member, error) {
-	ep, err := readEpochs(cfg.Dir)
+	ep, w, applied, err := openLog(cfg, sm)
 	if err != nil {
 		return nil, err
-	}
-	w, err := openWAL(cfg.Dir, cfg.Logger, cfg.SegmentSize)
-	if err != nil {
-		return nil, err
-	}
-	applied := sm.AppliedIndex()
-	if first := w.firstIndex(); first > 0 && applied+1 < first {
-		return nil, fmt.Errorf("log begins at index %d but the state machine has applied only through %d: entries %d-%d are gone",
-			first, applied, applied+1, first-1)
 	}
 	switch {
 	case w.segmentCount() == 0:
