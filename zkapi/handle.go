@@ -434,22 +434,27 @@ func (c *conn) exists(path string, watch bool) reply {
 	})
 }
 
-// readable checks a request's identities against a node's ACL.
-func readable(n *core.Node, perm core.Perm, ids []core.ID) bool {
-	return core.CheckACL(n.ACL, perm, ids)
+// readTarget finds the node a read names and checks that ids may do perm
+// on it. When ok is false, refused is the reply to send (NoNode, NoAuth or
+// a failed read).
+func readTarget(v core.View, path string, perm core.Perm, ids []core.ID) (n *core.Node, d *core.Dir, refused reply, ok bool) {
+	n, d, err := lookup(v, path)
+	switch {
+	case err != nil:
+		return nil, nil, reply{fail: err}, false
+	case n == nil:
+		return nil, nil, reply{code: jute.CodeNoNode}, false
+	case !core.CheckACL(n.ACL, perm, ids):
+		return nil, nil, reply{code: jute.CodeNoAuth}, false
+	}
+	return n, d, reply{}, true
 }
 
 func (c *conn) getData(path string, watch bool, ids []core.ID) reply {
 	return c.view(watch, func(v core.ReadView) reply {
-		n, d, err := lookup(v, path)
-		if err != nil {
-			return reply{fail: err}
-		}
-		if n == nil {
-			return reply{code: jute.CodeNoNode}
-		}
-		if !readable(n, core.PermRead, ids) {
-			return reply{code: jute.CodeNoAuth}
+		n, d, refused, ok := readTarget(v, path, core.PermRead, ids)
+		if !ok {
+			return refused
 		}
 		if watch {
 			c.srv.watches.addLocked(&c.srv.watches.data, path, c, watchEntry{armedAt: v.Rev()})
@@ -469,15 +474,9 @@ func children(v core.View, path string) ([]string, error) {
 
 func (c *conn) getChildren(path string, watch, withStat bool, ids []core.ID) reply {
 	return c.view(watch, func(v core.ReadView) reply {
-		n, d, err := lookup(v, path)
-		if err != nil {
-			return reply{fail: err}
-		}
-		if n == nil {
-			return reply{code: jute.CodeNoNode}
-		}
-		if !readable(n, core.PermRead, ids) {
-			return reply{code: jute.CodeNoAuth}
+		n, d, refused, ok := readTarget(v, path, core.PermRead, ids)
+		if !ok {
+			return refused
 		}
 		kids, err := children(v, path)
 		if err != nil {
@@ -495,18 +494,12 @@ func (c *conn) getChildren(path string, watch, withStat bool, ids []core.ID) rep
 
 func (c *conn) getACL(path string, ids []core.ID) reply {
 	return c.view(false, func(v core.ReadView) reply {
-		n, d, err := lookup(v, path)
-		if err != nil {
-			return reply{fail: err}
-		}
-		if n == nil {
-			return reply{code: jute.CodeNoNode}
-		}
-		if !readable(n, core.PermRead|core.PermAdmin, ids) {
-			return reply{code: jute.CodeNoAuth}
+		n, d, refused, ok := readTarget(v, path, core.PermRead|core.PermAdmin, ids)
+		if !ok {
+			return refused
 		}
 		acl := toJuteACL(n.ACL)
-		if !readable(n, core.PermAdmin, ids) {
+		if !core.CheckACL(n.ACL, core.PermAdmin, ids) {
 			acl = redactDigests(acl)
 		}
 		return reply{body: &jute.GetACLResponse{ACL: acl, Stat: toStat(n, d)}}
@@ -515,15 +508,9 @@ func (c *conn) getACL(path string, ids []core.ID) reply {
 
 func (c *conn) getAllChildrenNumber(path string, ids []core.ID) reply {
 	return c.view(false, func(v core.ReadView) reply {
-		n, _, err := lookup(v, path)
-		if err != nil {
-			return reply{fail: err}
-		}
-		if n == nil {
-			return reply{code: jute.CodeNoNode}
-		}
-		if !readable(n, core.PermRead, ids) {
-			return reply{code: jute.CodeNoAuth}
+		_, _, refused, ok := readTarget(v, path, core.PermRead, ids)
+		if !ok {
+			return refused
 		}
 		total, err := countDescendants(v, []byte(path))
 		if err != nil {
@@ -601,7 +588,7 @@ func (c *conn) multiRead(req *jute.MultiRequest, ids []core.ID) reply {
 			switch {
 			case n == nil:
 				resp.Results[i] = jute.MultiResult{Type: jute.OpError, Err: jute.CodeNoNode}
-			case !readable(n, core.PermRead, ids):
+			case !core.CheckACL(n.ACL, core.PermRead, ids):
 				resp.Results[i] = jute.MultiResult{Type: jute.OpError, Err: jute.CodeNoAuth}
 			case op.Type == jute.OpGetData:
 				resp.Results[i] = jute.MultiResult{Type: jute.OpGetData, Data: n.Value, Stat: toStat(n, d)}
