@@ -108,6 +108,10 @@ type Server struct {
 	statusAt time.Time
 }
 
+// streamWorkers is the size of the gRPC server's handler pool: enough for
+// a few hundred concurrent calls, each idle worker costing a small stack.
+const streamWorkers = 256
+
 // New returns a Server for b. It starts serving on listeners passed to
 // Serve; Stop ends it.
 func New(b core.Backend, cfg Config) *Server {
@@ -123,6 +127,12 @@ func New(b core.Backend, cfg Config) *Server {
 		grpc.MaxRecvMsgSize(cfg.MaxRequestBytes+grpcOverheadBytes),
 		grpc.MaxSendMsgSize(1<<31-1),
 		grpc.MaxConcurrentStreams(1<<32-1),
+		// Unary handlers block for a commit, so many run at once; a pool
+		// of long-lived workers serves them on stacks that have already
+		// grown, instead of a fresh goroutine growing its stack per call
+		// (6% of the server's CPU in a put profile). Calls beyond the
+		// pool still get a goroutine of their own.
+		grpc.NumStreamWorkers(streamWorkers),
 	)
 	pb.RegisterKVServer(s.grpc, &kvServer{s: s})
 	pb.RegisterWatchServer(s.grpc, &watchServer{s: s})
