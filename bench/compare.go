@@ -215,7 +215,7 @@ func runRounds(ctx context.Context, l *servers.Launcher, c compareConfig, ready 
 				if c.profile && round == 0 && len(s.HTTPURLs) > 0 {
 					profiled = profileMembers(ctx, s, wname, c, rep, logger)
 				}
-				res, err := runOnce(ctx, s, proto, wname, opts)
+				res, err := runOnce(ctx, s, proto, wname, opts, logger)
 				if profiled != nil {
 					profiled()
 				}
@@ -229,7 +229,8 @@ func runRounds(ctx context.Context, l *servers.Launcher, c compareConfig, ready 
 				}
 				res.Target = name
 				logger.Info("round done", "workload", wname, "system", name, "round", round, "warmup", round == 0,
-					"ops_per_s", int(res.Ops.Throughput), "p99", res.Ops.Latency.P99, "errors", res.Errors)
+					"ops_per_s", int(res.Ops.Throughput), "p99", res.Ops.Latency.P99, "errors", res.Errors,
+					"server_cpu_us_per_op", microsPerOp(res.ServerCPU), "client_cpu_us_per_op", microsPerOp(res.ClientCPU))
 				if round == 0 {
 					wl.Warmup[name] = res
 				} else {
@@ -294,7 +295,12 @@ func fetchProfile(ctx context.Context, url, path string) error {
 	return os.WriteFile(path, b, 0o644)
 }
 
-func runOnce(ctx context.Context, s *servers.System, proto, workload string, opts load.Options) (*load.Result, error) {
+// runOnce prepares workload against s and runs it. Besides the CPU time the
+// load generator spent (which load.Run reads), it reads the CPU time s's
+// server processes spent over the same span: the operations only, not the
+// workload's connecting and preloading. A failure to read that leaves the
+// result without a server CPU figure and is logged.
+func runOnce(ctx context.Context, s *servers.System, proto, workload string, opts load.Options, logger *slog.Logger) (*load.Result, error) {
 	var (
 		w   load.Workload
 		err error
@@ -308,7 +314,21 @@ func runOnce(ctx context.Context, s *servers.System, proto, workload string, opt
 		return nil, err
 	}
 	defer w.Close()
-	return load.Run(ctx, workload, w, opts)
+	before, cpuErr := s.CPU()
+	res, err := load.Run(ctx, workload, w, opts)
+	if err != nil {
+		return nil, err
+	}
+	var after time.Duration
+	if cpuErr == nil {
+		after, cpuErr = s.CPU()
+	}
+	if cpuErr != nil {
+		logger.Warn("no server CPU figure", "workload", workload, "system", s.Name, "err", cpuErr)
+	} else {
+		res.ServerCPU = load.NewCPU(after-before, res.Ops.Count)
+	}
+	return res, nil
 }
 
 // measureMemory starts a fresh server, loads c.memKeys distinct keys
@@ -332,7 +352,7 @@ func measureMemory(ctx context.Context, l *servers.Launcher, name string, c comp
 	}
 	proto, _ := protocolOf(workload)
 	started := time.Now()
-	res, err := runOnce(ctx, s, proto, workload, opts)
+	res, err := runOnce(ctx, s, proto, workload, opts, logger)
 	m.LoadTime = time.Since(started)
 	if err != nil {
 		m.Error = firstLine(err)
@@ -459,6 +479,15 @@ func machine() string {
 		kernel = " " + strings.TrimSpace(string(b))
 	}
 	return fmt.Sprintf("%d CPUs (%s), %s/%s%s, %s", runtime.NumCPU(), cpu, runtime.GOOS, runtime.GOARCH, kernel, runtime.Version())
+}
+
+// microsPerOp is c's CPU per operation in whole microseconds, for logs;
+// -1 if c was not measured.
+func microsPerOp(c *load.CPU) int {
+	if c == nil {
+		return -1
+	}
+	return int(c.MicrosPerOp + 0.5)
 }
 
 func contains(list []string, s string) bool {

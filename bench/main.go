@@ -6,11 +6,12 @@
 //	go run ./bench compare --workloads put,create,getData --rounds 3
 //	go run ./bench list
 //
-// run prints throughput, latency percentiles and errors as text (and JSON
-// with --json); compare starts each system itself, runs the same workloads
-// against each in turns, stops what it started, and writes a report
-// directory of markdown, JSON and PNG charts. The server never imports this
-// package.
+// run prints throughput, latency percentiles, errors and the load
+// generator's CPU per operation as text (and JSON with --json); compare
+// starts each system itself, runs the same workloads against each in turns,
+// stops what it started, and writes a report directory of markdown, JSON
+// and PNG charts, with the servers' CPU per operation. The server never
+// imports this package.
 package main
 
 import (
@@ -226,6 +227,9 @@ func printResult(w io.Writer, r *load.Result) {
 		fmt.Fprintf(w, "  events     %d of %d delivered (%.2f%%), %.0f events/s\n", r.Events.Count, r.EventsExpected,
 			100*float64(r.Events.Count)/float64(max(r.EventsExpected, 1)), r.Events.Throughput)
 		fmt.Fprintf(w, "  delivery   p50 %s  p90 %s  p99 %s  p99.9 %s  max %s\n", dur(e.P50), dur(e.P90), dur(e.P99), dur(e.P999), dur(e.Max))
+	}
+	if c := r.ClientCPU; c != nil {
+		fmt.Fprintf(w, "  cpu        load generator %.3f s = %.1f µs/op\n", c.Seconds, c.MicrosPerOp)
 	}
 	for _, e := range r.FirstErrors {
 		fmt.Fprintf(w, "  error      %s\n", e)

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/januskv/janus/bench/internal/load"
+	"github.com/januskv/janus/bench/internal/report"
 	"github.com/januskv/janus/bench/internal/servers"
 	"github.com/januskv/janus/internal/testenv"
 )
@@ -29,7 +30,7 @@ func TestRunCommandPrintsTextAndJSON(t *testing.T) {
 	if !ok {
 		t.Fatalf("no JSON in output:\n%s", out.String())
 	}
-	for _, want := range []string{"put against", "30 in", "0 errors", "p99.9"} {
+	for _, want := range []string{"put against", "30 in", "0 errors", "p99.9", "load generator"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("text output lacks %q:\n%s", want, text)
 		}
@@ -40,6 +41,10 @@ func TestRunCommandPrintsTextAndJSON(t *testing.T) {
 	}
 	if res.Ops.Count != 30 || res.Errors != 0 {
 		t.Errorf("JSON says %d ops, %d errors; want 30, 0", res.Ops.Count, res.Errors)
+	}
+	// bench run knows no server processes: the load generator's CPU only.
+	if res.ClientCPU == nil || res.ServerCPU != nil {
+		t.Errorf("JSON says client CPU %+v, server CPU %+v; want only the client's", res.ClientCPU, res.ServerCPU)
 	}
 }
 
@@ -71,7 +76,7 @@ func TestCompareStartsMeasuresAndStops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| put | etcd | 1 |", "| create | zookeeper | 1 |", "| etcd | 200 | 256 |", "| zookeeper | 200 | 256 |"} {
+	for _, want := range []string{"| put | etcd | 1 |", "| create | zookeeper | 1 |", "| etcd | 200 | 256 |", "| zookeeper | 200 | 256 |", "| server CPU µs/op |"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
 		}
@@ -82,6 +87,21 @@ func TestCompareStartsMeasuresAndStops(t *testing.T) {
 	for _, f := range []string{"throughput.png", "latency-put.png", "latency-create.png", "results.json"} {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 			t.Error(err)
+		}
+	}
+	// Every measured round carries the servers' CPU and the load
+	// generator's: the etcd process and the ZooKeeper JVM were found.
+	rep, err := report.Read(filepath.Join(out, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, wl := range rep.Workloads {
+		for sys, runs := range wl.Runs {
+			for _, r := range runs {
+				if r.ServerCPU == nil || r.ClientCPU == nil {
+					t.Errorf("%s on %s: server CPU %+v, client CPU %+v; want both", wl.Name, sys, r.ServerCPU, r.ClientCPU)
+				}
+			}
 		}
 	}
 }
@@ -163,6 +183,9 @@ func TestCompareThreeNodeJanus(t *testing.T) {
 		for _, r := range runs {
 			if r.Ops.Count != c.opts.Ops || r.Errors != 0 {
 				t.Errorf("%s: %d ops, %d errors (%q); want %d, 0", wl.Name, r.Ops.Count, r.Errors, r.FirstErrors, c.opts.Ops)
+			}
+			if r.ServerCPU == nil {
+				t.Errorf("%s: no server CPU figure for the three members", wl.Name)
 			}
 		}
 	}

@@ -164,3 +164,50 @@ func keysOf(m map[string]string) []string {
 	slices.Sort(out)
 	return out
 }
+
+func TestProcessCPUFollowsWork(t *testing.T) {
+	before, err := ProcessCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before <= 0 {
+		t.Errorf("CPU of this process = %v, want > 0", before)
+	}
+	// Spin until getrusage has charged this process 20ms more, or fail
+	// after ten seconds of wall time.
+	deadline := time.Now().Add(10 * time.Second)
+	after := before
+	for x := uint64(1); after-before < 20*time.Millisecond && time.Now().Before(deadline); x = x*6364136223846793005 + 1 {
+		if x%(1<<16) == 0 {
+			if after, err = ProcessCPU(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if after-before < 20*time.Millisecond {
+		t.Errorf("CPU of this process went from %v to %v after spinning, want at least 20ms more", before, after)
+	}
+}
+
+func TestNewCPU(t *testing.T) {
+	c := NewCPU(1500*time.Millisecond, 30000)
+	if c.Seconds != 1.5 || c.MicrosPerOp != 50 {
+		t.Errorf("NewCPU(1.5s, 30000 ops) = %+v, want 1.5 s and 50 µs/op", c)
+	}
+	if c := NewCPU(time.Second, 0); c.MicrosPerOp != 0 {
+		t.Errorf("NewCPU(1s, 0 ops) = %+v, want 0 µs/op", c)
+	}
+}
+
+func TestRunMeasuresClientCPU(t *testing.T) {
+	res, err := Run(t.Context(), "fake", fakeWorkload{}, Options{Clients: 2, Ops: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ClientCPU == nil || res.ClientCPU.Seconds < 0 || res.ClientCPU.MicrosPerOp < 0 {
+		t.Errorf("client CPU of a run = %+v, want a non-negative figure", res.ClientCPU)
+	}
+	if res.ServerCPU != nil {
+		t.Errorf("Run set server CPU %+v; only its caller knows the servers", res.ServerCPU)
+	}
+}

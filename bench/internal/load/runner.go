@@ -105,6 +105,14 @@ type Result struct {
 	Events *Stream `json:"events,omitempty"`
 	// EventsExpected is how many events full delivery would be.
 	EventsExpected int64 `json:"events_expected,omitempty"`
+	// ClientCPU is the CPU time the whole load-generating process spent
+	// during the run, per operation too: the cost of the clients, which
+	// share the machine with the servers. Nil if it could not be read.
+	ClientCPU *CPU `json:"client_cpu,omitempty"`
+	// ServerCPU is the CPU time the server processes spent during the
+	// run, summed over the members, when the caller started them and can
+	// read it (bench compare); nil otherwise.
+	ServerCPU *CPU `json:"server_cpu,omitempty"`
 
 	// hist and eventHist are the full histograms, for merging rounds.
 	hist, eventHist *hist.Histogram
@@ -167,6 +175,7 @@ func Run(ctx context.Context, name string, w Workload, opts Options) (*Result, e
 	}
 
 	hists := make([]*hist.Histogram, opts.Clients)
+	cpuBefore, cpuErr := ProcessCPU()
 	start := time.Now()
 	var interval time.Duration
 	if opts.Rate > 0 {
@@ -272,6 +281,11 @@ func Run(ctx context.Context, name string, w Workload, opts Options) (*Result, e
 		res.Events = &Stream{Count: got, Throughput: float64(got) / time.Since(start).Seconds(), Latency: eh.Summarize()}
 		res.EventsExpected = expected
 		res.eventHist = eh
+	}
+	if cpuErr == nil {
+		if cpuAfter, err := ProcessCPU(); err == nil {
+			res.ClientCPU = NewCPU(cpuAfter-cpuBefore, res.Ops.Count)
+		}
 	}
 	return res, nil
 }
