@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"time"
 )
@@ -29,14 +30,19 @@ func (r *Report) Markdown(w io.Writer, charts []string) {
 
 	if len(r.Workloads) > 0 {
 		fmt.Fprintf(w, "\n## Throughput and latency\n\n")
-		fmt.Fprintf(w, "Medians over the measured rounds (the warm-up round is not counted); errors are summed.\n\n")
-		fmt.Fprintf(w, "| workload | system | rounds | ops/s | p50 | p90 | p99 | p99.9 | max | errors |\n")
-		fmt.Fprintf(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+		fmt.Fprintf(w, "Medians over the measured rounds (the warm-up round is not counted); errors are summed. ")
+		fmt.Fprintf(w, "Server CPU is the CPU time (user + system) the system's server processes spent during a round, ")
+		fmt.Fprintf(w, "summed over its members (from /proc/<pid>/stat), divided by the round's operations; ")
+		fmt.Fprintf(w, "load generator CPU is the same for the bench process itself (getrusage), whose clients share the machine's cores with the servers. ")
+		fmt.Fprintf(w, "Where the servers and the load generator compete for a few cores, CPU per operation usually varies less between runs than throughput does, and helps explain it.\n\n")
+		fmt.Fprintf(w, "| workload | system | rounds | ops/s | p50 | p90 | p99 | p99.9 | max | errors | server CPU µs/op | load generator CPU µs/op |\n")
+		fmt.Fprintf(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 		for _, wl := range r.Workloads {
 			for _, s := range r.systemsFor(wl) {
 				m := Summarize(wl.Runs[s])
-				fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %d |\n",
-					wl.Name, s, m.Rounds, rate(m.Throughput), ms(m.P50), ms(m.P90), ms(m.P99), ms(m.P999), ms(m.Max), m.Errors)
+				fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %d | %s | %s |\n",
+					wl.Name, s, m.Rounds, rate(m.Throughput), ms(m.P50), ms(m.P90), ms(m.P99), ms(m.P999), ms(m.Max), m.Errors,
+					micros(m.ServerCPU), micros(m.ClientCPU))
 			}
 		}
 		r.watchTable(w)
@@ -106,17 +112,21 @@ func (r *Report) ratioTable(w io.Writer) {
 			b := Summarize(theirs)
 			if !header {
 				fmt.Fprintf(w, "\n### Ratios\n\n")
-				fmt.Fprintf(w, "Janus divided by the other system, from the medians above: throughput above 1.00 and latency below 1.00 favour Janus.\n\n")
-				fmt.Fprintf(w, "| workload | Janus / | ops/s | p50 | p99 | p99.9 | events/s | delivery p99 |\n|---|---|--:|--:|--:|--:|--:|--:|\n")
+				fmt.Fprintf(w, "Janus divided by the other system, from the medians above: throughput above 1.00, and latency and server CPU per operation below 1.00, favour Janus.\n\n")
+				fmt.Fprintf(w, "| workload | Janus / | ops/s | p50 | p99 | p99.9 | events/s | delivery p99 | server CPU/op ratio (Janus/other, lower is better) |\n|---|---|--:|--:|--:|--:|--:|--:|--:|\n")
 				header = true
 			}
 			evRate, evP99 := "", ""
 			if a.Events && b.Events {
 				evRate, evP99 = ratio(a.EventRate, b.EventRate), ratio(float64(a.EventP99), float64(b.EventP99))
 			}
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", wl.Name, o,
+			cpu := "-"
+			if !math.IsNaN(a.ServerCPU) && !math.IsNaN(b.ServerCPU) {
+				cpu = ratio(a.ServerCPU, b.ServerCPU)
+			}
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", wl.Name, o,
 				ratio(a.Throughput, b.Throughput), ratio(float64(a.P50), float64(b.P50)),
-				ratio(float64(a.P99), float64(b.P99)), ratio(float64(a.P999), float64(b.P999)), evRate, evP99)
+				ratio(float64(a.P99), float64(b.P99)), ratio(float64(a.P999), float64(b.P999)), evRate, evP99, cpu)
 		}
 	}
 }
@@ -145,6 +155,18 @@ func ms(d time.Duration) string {
 		return fmt.Sprintf("%.1f ms", v)
 	}
 	return fmt.Sprintf("%.2f ms", v)
+}
+
+// micros formats a CPU time per operation in microseconds; "-" if it was
+// not measured.
+func micros(v float64) string {
+	switch {
+	case math.IsNaN(v):
+		return "-"
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.1f", v)
 }
 
 func mib(b int64) string {

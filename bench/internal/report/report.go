@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -69,6 +70,10 @@ type Summary struct {
 	P99, P999  time.Duration
 	Max        time.Duration
 	Errors     int64
+	// ServerCPU and ClientCPU are the CPU microseconds per operation
+	// that the system's server processes and the load generator spent,
+	// medians of the rounds that measured them; NaN if none did.
+	ServerCPU, ClientCPU float64
 	// Curve is the percentile curve of all rounds merged.
 	Curve []time.Duration
 	// Watch workloads only.
@@ -81,7 +86,7 @@ type Summary struct {
 
 // Summarize reduces a system's rounds to medians.
 func Summarize(runs []*load.Result) Summary {
-	s := Summary{Rounds: len(runs)}
+	s := Summary{Rounds: len(runs), ServerCPU: math.NaN(), ClientCPU: math.NaN()}
 	if len(runs) == 0 {
 		return s
 	}
@@ -101,6 +106,8 @@ func Summarize(runs []*load.Result) Summary {
 	s.P99 = dur(func(r *load.Result) time.Duration { return r.Ops.Latency.P99 })
 	s.P999 = dur(func(r *load.Result) time.Duration { return r.Ops.Latency.P999 })
 	s.Max = dur(func(r *load.Result) time.Duration { return r.Ops.Latency.Max })
+	s.ServerCPU = medianCPU(runs, func(r *load.Result) *load.CPU { return r.ServerCPU })
+	s.ClientCPU = medianCPU(runs, func(r *load.Result) *load.CPU { return r.ClientCPU })
 	all, events := hist.New(), hist.New()
 	var got, want int64
 	for _, r := range runs {
@@ -147,6 +154,21 @@ func Summarize(runs []*load.Result) Summary {
 		}
 	}
 	return s
+}
+
+// medianCPU is the median CPU per operation of the rounds that measured
+// it (results from before the figure existed have none), NaN if none did.
+func medianCPU(runs []*load.Result, f func(r *load.Result) *load.CPU) float64 {
+	var v []float64
+	for _, r := range runs {
+		if c := f(r); c != nil {
+			v = append(v, c.MicrosPerOp)
+		}
+	}
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	return median(v)
 }
 
 func median(v []float64) float64 {

@@ -31,6 +31,13 @@ func result(t *testing.T, name string, ops int64) *load.Result {
 	return r
 }
 
+// withServerCPU sets the server CPU of r's round to usPerOp microseconds
+// per operation.
+func withServerCPU(r *load.Result, usPerOp float64) *load.Result {
+	r.ServerCPU = load.NewCPU(time.Duration(usPerOp*float64(r.Ops.Count))*time.Microsecond, r.Ops.Count)
+	return r
+}
+
 func sampleReport(t *testing.T) *Report {
 	return &Report{
 		Title:    "Janus vs etcd vs ZooKeeper",
@@ -42,8 +49,8 @@ func sampleReport(t *testing.T) *Report {
 		Nodes:    1,
 		Workloads: []Workload{
 			{Name: "put", Protocol: "etcd", Runs: map[string][]*load.Result{
-				"janus": {result(t, "put", 300), result(t, "put", 300), result(t, "put", 300)},
-				"etcd":  {result(t, "put", 100), result(t, "put", 100), result(t, "put", 100)},
+				"janus": {withServerCPU(result(t, "put", 300), 30), withServerCPU(result(t, "put", 300), 20), withServerCPU(result(t, "put", 300), 90)},
+				"etcd":  {withServerCPU(result(t, "put", 100), 40), withServerCPU(result(t, "put", 100), 50), withServerCPU(result(t, "put", 100), 45)},
 			}},
 			{Name: "create", Protocol: "zookeeper", Runs: map[string][]*load.Result{
 				"janus":     {result(t, "create", 50)},
@@ -68,6 +75,8 @@ func TestWriteRendersMarkdownAndCharts(t *testing.T) {
 		"| put | janus | 3 |",
 		"| put | etcd | 3 |",
 		"| create | zookeeper | 1 |",
+		"| errors | server CPU µs/op | load generator CPU µs/op |",
+		"server CPU/op ratio (Janus/other, lower is better)",
 		"| put | etcd |",         // in the ratio table too
 		"| create | zookeeper |", // ratio row
 		"| etcd | 1000 | 256 | 50.0 MiB | 64.0 MiB |",
@@ -107,6 +116,47 @@ func TestRatioTableOnlyComparesWorkloadsBothRan(t *testing.T) {
 	}
 	if !strings.Contains(out, "| put | etcd |") || !strings.Contains(out, "| create | zookeeper |") {
 		t.Errorf("ratio table lacks a comparison:\n%s", out)
+	}
+}
+
+func TestCPUColumns(t *testing.T) {
+	r := sampleReport(t)
+	var b bytes.Buffer
+	r.Markdown(&b, nil)
+	md := b.String()
+	rows := map[string][]string{}
+	for line := range strings.SplitSeq(md, "\n") {
+		cells := strings.Split(strings.Trim(line, "| "), " | ")
+		if len(cells) == 12 && cells[0] != "workload" {
+			rows[cells[0]+"/"+cells[1]] = cells // the throughput table
+		}
+		if len(cells) == 9 && cells[0] != "workload" {
+			rows["ratio "+cells[0]+"/"+cells[1]] = cells
+		}
+	}
+	// Medians of the rounds: Janus 20, 30, 90 -> 30; etcd 40, 50, 45 -> 45.
+	if got := rows["put/janus"]; len(got) == 0 || got[10] != "30.0" {
+		t.Errorf("put on Janus: row %q, want server CPU 30.0 µs/op", got)
+	}
+	if got := rows["put/etcd"]; len(got) == 0 || got[10] != "45.0" {
+		t.Errorf("put on etcd: row %q, want server CPU 45.0 µs/op", got)
+	}
+	if got := rows["ratio put/etcd"]; len(got) == 0 || got[8] != "0.67x" {
+		t.Errorf("put ratio row %q, want server CPU/op ratio 0.67x", got)
+	}
+	// The create rounds measured no server CPU: shown as unknown, not 0.
+	if got := rows["create/zookeeper"]; len(got) == 0 || got[10] != "-" {
+		t.Errorf("create on ZooKeeper: row %q, want server CPU -", got)
+	}
+	if got := rows["ratio create/zookeeper"]; len(got) == 0 || got[8] != "-" {
+		t.Errorf("create ratio row %q, want server CPU/op ratio -", got)
+	}
+	// Every round ran through load.Run, which reads the load generator's
+	// CPU.
+	for k, row := range rows {
+		if !strings.HasPrefix(k, "ratio ") && (len(row) < 12 || row[11] == "-") {
+			t.Errorf("%s: row %q has no load generator CPU", k, row)
+		}
 	}
 }
 
