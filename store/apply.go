@@ -113,6 +113,24 @@ type groupWrites struct {
 // identically. An error leaves the published state as it was, but the
 // caller must stop applying: the state machine could not read its state.
 func (s *Store) Apply(entries []core.Entry) ([]*core.Result, []*core.Batch, error) {
+	return s.ApplyWhen(entries, nil)
+}
+
+// ApplyWhen is Apply for entries that are not yet durable elsewhere: it
+// writes the group to Badger, then calls ready and publishes the new state
+// only once ready returns nil. A single member passes the wait for its own
+// log's fdatasync as ready, so that Badger's write overlaps the disk flush
+// instead of following it, while readers still see nothing the log could
+// lose. If ready fails nothing is published and, as for any error, the
+// caller must stop applying. ready nil means the entries are durable
+// already.
+//
+// A crash after the Badger write and before the log's flush can leave
+// Badger holding (at an applied index the log lacks) entries that were
+// never acknowledged; a member that finds its state ahead of its log starts
+// a new log after it (see zab), so they count as writes that happened but
+// whose reply was lost.
+func (s *Store) ApplyWhen(entries []core.Entry, ready func() error) ([]*core.Result, []*core.Batch, error) {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	if s.closed.Load() {
@@ -155,6 +173,11 @@ func (s *Store) Apply(entries []core.Entry) ([]*core.Result, []*core.Batch, erro
 	}
 	if err := s.write(g, st.compactRev, last); err != nil {
 		return nil, nil, err
+	}
+	if ready != nil {
+		if err := ready(); err != nil {
+			return nil, nil, fmt.Errorf("store: entries %d-%d not durable: %w", entries[0].Index, last, err)
+		}
 	}
 	g.cache(s.nodeCache, s.dirCache)
 	if meta.CompactRev != st.compactRev {
