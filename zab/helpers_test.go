@@ -158,16 +158,30 @@ func segmentFiles(t *testing.T, dir string) []string {
 // recordOffsets returns the offset of every record in a segment file.
 func recordOffsets(t *testing.T, path string) []int {
 	t.Helper()
+	offs, _ := scanRecords(t, path)
+	return offs
+}
+
+// recordsEnd returns the offset just past a segment file's last record,
+// where its preallocated zeros begin.
+func recordsEnd(t *testing.T, path string) int64 {
+	t.Helper()
+	_, end := scanRecords(t, path)
+	return int64(end)
+}
+
+func scanRecords(t *testing.T, path string) (offs []int, end int) {
+	t.Helper()
 	buf, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var offs []int
 	hdr, _, _, err := parseSegmentHeader(buf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for off := hdr; off < len(buf); {
+	off := hdr
+	for len(trimZeros(buf[off:])) > 0 {
 		_, n, err := decodeRecord(buf[off:])
 		if err != nil {
 			t.Fatalf("%s offset %d: %v", path, off, err)
@@ -175,7 +189,20 @@ func recordOffsets(t *testing.T, path string) []int {
 		offs = append(offs, off)
 		off += n
 	}
-	return offs
+	return offs, off
+}
+
+// writeBytesAt overwrites path at off with b.
+func writeBytesAt(t *testing.T, path string, off int64, b []byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func flipByte(t *testing.T, path string, off int64) {

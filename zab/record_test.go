@@ -104,3 +104,13 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 	})
 }
+
+// Preallocated space after a segment's last record reads as zeros; they
+// must never decode as a record, whatever length of them remains.
+func TestZerosAreNeverARecord(t *testing.T) {
+	for _, n := range []int{0, 4, recordPrefixSize, recordHeaderSize, 4096} {
+		if _, _, err := decodeRecord(make([]byte, n)); err == nil {
+			t.Fatalf("%d zero bytes decoded as a record", n)
+		}
+	}
+}

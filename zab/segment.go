@@ -1,6 +1,7 @@
 package zab
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -16,6 +17,11 @@ import (
 // segment is created whole, header included, before any record goes into
 // it, so a valid log never holds a torn header. Segments with the first
 // header version (no previous zxid) are still read.
+//
+// A segment file is preallocated to the segment size: the space after its
+// last record reads as zeros, and zeros are never a record (a body length
+// of 0 is out of range), so a segment's records end where the rest of the
+// file is all zeros.
 const (
 	segmentSuffix       = ".log"
 	segmentMagicV1      = "JANUSZAB"
@@ -72,11 +78,15 @@ type segmentScan struct {
 }
 
 // scanSegment validates a segment's bytes. first is the index its name
-// promises; prevZxid the zxid of the record before it. In a sealed (not
-// last) segment any damaged record is an error. In the last segment a
-// damaged record is a torn tail, unless some valid later record follows
-// it, which means the damage is in the middle of acknowledged data. onRecord,
-// if not nil, sees every whole record in order.
+// promises; prevZxid the zxid of the record before it. Where the records
+// stop and only zeros follow, up to the end of buf, is the segment's end
+// (its unused preallocated space), in any segment. Otherwise, in a sealed
+// (not last) segment any damaged record, or any non-zero byte after the
+// last record, is an error. In the last segment it is a torn tail, unless
+// some valid later record follows it, which means the damage is in the
+// middle of acknowledged data: zeros then valid records count as damage
+// too, never as the end. onRecord, if not nil, sees every whole record in
+// order.
 func scanSegment(buf []byte, first, prevZxid uint64, isLast bool, onRecord func(Entry)) (segmentScan, error) {
 	hdr, got, hdrPrev, err := parseSegmentHeader(buf)
 	if err != nil {
@@ -92,13 +102,18 @@ func scanSegment(buf []byte, first, prevZxid uint64, isLast bool, onRecord func(
 	for s.end < len(buf) {
 		e, n, err := decodeRecord(buf[s.end:])
 		if err != nil {
+			rest := trimZeros(buf[s.end:])
+			if len(rest) == 0 {
+				return s, nil
+			}
 			if !isLast {
 				return s, fmt.Errorf("damaged record at offset %d (index %d) in a sealed segment: %w", s.end, s.last+1, err)
 			}
 			// Any valid record after the damage must have a higher index; each
-			// takes at least recordHeaderSize bytes, which bounds how high.
+			// takes at least recordHeaderSize bytes, which bounds how high. It
+			// starts with a non-zero length, so before the trailing zeros.
 			limit := s.last + uint64(len(buf)-s.end)/recordHeaderSize + 1
-			for p := s.end + 1; p < len(buf); p++ {
+			for p := s.end + 1; p < s.end+len(rest); p++ {
 				if looksLikeRecordAt(buf, p, s.last, limit) {
 					return s, fmt.Errorf("damaged record at offset %d (index %d) is followed by a valid record at offset %d: %w",
 						s.end, s.last+1, p, err)
@@ -121,4 +136,17 @@ func scanSegment(buf []byte, first, prevZxid uint64, isLast bool, onRecord func(
 		}
 	}
 	return s, nil
+}
+
+// trimZeros returns b without its trailing zero bytes.
+func trimZeros(b []byte) []byte {
+	const chunk = 4096
+	var zeros [chunk]byte
+	for len(b) >= chunk && bytes.Equal(b[len(b)-chunk:], zeros[:]) {
+		b = b[:len(b)-chunk]
+	}
+	for len(b) > 0 && b[len(b)-1] == 0 {
+		b = b[:len(b)-1]
+	}
+	return b
 }

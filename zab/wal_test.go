@@ -34,32 +34,44 @@ func TestRecoveryTruncatesATornTail(t *testing.T) {
 		name string
 		// damage damages the last segment, given its record offsets.
 		damage func(t *testing.T, path string, offs []int)
-		kept   int // entries that survive
+		kept   int  // entries that survive
+		clean  bool // nothing to truncate: no warning
 	}{
 		{"cut one byte into the last record", func(t *testing.T, path string, offs []int) {
 			os.Truncate(path, int64(offs[len(offs)-1]+1))
-		}, n - 1},
+		}, n - 1, false},
 		{"cut in the last record's header", func(t *testing.T, path string, offs []int) {
 			os.Truncate(path, int64(offs[len(offs)-1]+recordPrefixSize+3))
-		}, n - 1},
+		}, n - 1, false},
 		{"cut one byte short of the end", func(t *testing.T, path string, offs []int) {
-			os.Truncate(path, fileSize(t, path)-1)
-		}, n - 1},
+			os.Truncate(path, recordsEnd(t, path)-1)
+		}, n - 1, false},
 		{"flipped byte in the last record's payload", func(t *testing.T, path string, offs []int) {
-			flipByte(t, path, fileSize(t, path)-1)
-		}, n - 1},
+			flipByte(t, path, recordsEnd(t, path)-1)
+		}, n - 1, false},
 		{"flipped byte in the last record's checksum", func(t *testing.T, path string, offs []int) {
 			flipByte(t, path, int64(offs[len(offs)-1]+5))
-		}, n - 1},
+		}, n - 1, false},
 		{"flipped byte in the last record's length", func(t *testing.T, path string, offs []int) {
 			flipByte(t, path, int64(offs[len(offs)-1]))
-		}, n - 1},
+		}, n - 1, false},
 		{"zeros after the last record", func(t *testing.T, path string, offs []int) {
 			appendBytes(t, path, make([]byte, 100))
-		}, n},
-		{"garbage after the last record", func(t *testing.T, path string, offs []int) {
+		}, n, true},
+		{"garbage after the preallocated space", func(t *testing.T, path string, offs []int) {
 			appendBytes(t, path, []byte(strings.Repeat("\x07garbage", 20)))
-		}, n},
+		}, n, false},
+		{"garbage right after the last record", func(t *testing.T, path string, offs []int) {
+			writeBytesAt(t, path, recordsEnd(t, path), []byte("\x07garbage"))
+		}, n, false},
+		{"last record half written, zeros after", func(t *testing.T, path string, offs []int) {
+			end := recordsEnd(t, path)
+			from := int64(offs[len(offs)-1] + recordPrefixSize + 4)
+			writeBytesAt(t, path, from, make([]byte, end-from))
+		}, n - 1, false},
+		{"last record's header zeroed, its body left", func(t *testing.T, path string, offs []int) {
+			writeBytesAt(t, path, int64(offs[len(offs)-1]), make([]byte, recordPrefixSize))
+		}, n - 1, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -83,8 +95,8 @@ func TestRecoveryTruncatesATornTail(t *testing.T) {
 			if got := len(sm.snapshot()); got != tt.kept {
 				t.Fatalf("replayed %d entries, want %d", got, tt.kept)
 			}
-			if !strings.Contains(logs.String(), "truncating torn tail") {
-				t.Errorf("no warning about the truncation in the log output:\n%s", logs.String())
+			if warned := strings.Contains(logs.String(), "truncating torn tail"); warned == tt.clean {
+				t.Errorf("warning about a truncation: %v, want %v; log output:\n%s", warned, !tt.clean, logs.String())
 			}
 			// The log continues right after the last whole record.
 			if r := proposeT(t, m, "next"); r.Index != uint64(tt.kept+1) {
@@ -112,11 +124,23 @@ func TestRecoveryRefusesDamageInTheMiddle(t *testing.T) {
 			offs := recordOffsets(t, segs[0])
 			flipByte(t, segs[0], int64(offs[n-2]))
 		}, "followed by a valid record"},
+		{"zeroed record followed by valid records", 1 << 20, func(t *testing.T, dir string, segs []string) {
+			offs := recordOffsets(t, segs[0])
+			writeBytesAt(t, segs[0], int64(offs[3]), make([]byte, recordHeaderSize))
+		}, "followed by a valid record"},
+		{"garbage after the last record, then a valid record", 1 << 20, func(t *testing.T, dir string, segs []string) {
+			end, next := recordsEnd(t, segs[0]), nextRecord(t, segs[0])
+			writeBytesAt(t, segs[0], end, []byte("\x07garbage"))
+			writeBytesAt(t, segs[0], end+64, next)
+		}, "followed by a valid record"},
+		{"zeros after the last record, then a valid record", 1 << 20, func(t *testing.T, dir string, segs []string) {
+			writeBytesAt(t, segs[0], recordsEnd(t, segs[0])+64, nextRecord(t, segs[0]))
+		}, "followed by a valid record"},
 		{"sealed segment cut short", 300, func(t *testing.T, dir string, segs []string) {
-			os.Truncate(segs[0], fileSize(t, segs[0])-3)
+			os.Truncate(segs[0], recordsEnd(t, segs[0])-3)
 		}, "sealed segment"},
 		{"bad checksum at the end of a sealed segment", 300, func(t *testing.T, dir string, segs []string) {
-			flipByte(t, segs[1], fileSize(t, segs[1])-1)
+			flipByte(t, segs[1], recordsEnd(t, segs[1])-1)
 		}, "sealed segment"},
 		{"missing segment", 300, func(t *testing.T, dir string, segs []string) {
 			os.Remove(segs[1])
@@ -181,4 +205,20 @@ func TestOpenRemovesLeftoverTemporaryFiles(t *testing.T) {
 	if _, err := os.Stat(leftover); !os.IsNotExist(err) {
 		t.Fatalf("leftover temporary file still there: %v", err)
 	}
+}
+
+// nextRecord encodes the record that would follow the last one of the
+// segment at path.
+func nextRecord(t *testing.T, path string) []byte {
+	t.Helper()
+	buf, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offs := recordOffsets(t, path)
+	last, _, err := decodeRecord(buf[offs[len(offs)-1]:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return appendRecord(nil, Entry{Index: last.Index + 1, Zxid: last.Zxid + 1, Time: last.Time, Data: []byte("late")})
 }
