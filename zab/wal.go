@@ -3,7 +3,6 @@ package zab
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -18,6 +17,10 @@ type segment struct {
 	last   uint64 // index of its last record; first-1 while empty
 	path   string
 	header int // size of its header
+	// end is the offset just past its last record: the log's end within
+	// the file, which is preallocated beyond it (see openSegment). It is
+	// never the file's size.
+	end int64
 }
 
 // zxidRun is a stretch of the log whose zxids are consecutive within one
@@ -60,16 +63,18 @@ type wal struct {
 
 	// Writer-owned.
 	active     *os.File
-	activeSize int64
+	activeEnd  int64 // where the next append goes in active: its segment's end
 	lastIndex  uint64
 	lastZxid   uint64
 	lastTime   int64
 	buf        []byte
+	noPrealloc bool // the filesystem refused to preallocate (logged once)
 }
 
 // openWAL reads and validates every segment in dir, truncating a torn tail
-// of the last one. It leaves no segment open for writing: call resume or
-// reset next.
+// of the last one. Zeros after a segment's last record are its unused,
+// preallocated space, not damage. It leaves no segment open for writing:
+// call resume or reset next.
 func openWAL(dir string, logger *slog.Logger, segmentSize int64) (*wal, error) {
 	w := &wal{dir: dir, logger: logger, segmentSize: segmentSize}
 	names, err := os.ReadDir(dir)
@@ -106,14 +111,17 @@ func openWAL(dir string, logger *slog.Logger, segmentSize int64) (*wal, error) {
 		if err != nil {
 			return nil, fmt.Errorf("log segment %s is corrupt, refusing to start: %w", seg.path, err)
 		}
-		seg.header = s.header
+		seg.header, seg.end = s.header, int64(s.end)
 		if i == 0 {
 			w.base = logBase{index: seg.first - 1, zxid: s.prevZxid}
 			w.lastZxid = s.prevZxid
 		}
 		if s.torn != nil {
+			// Cut, not zeroed: a truncation is one metadata change, so a
+			// crash leaves the tail either whole or gone. resume
+			// preallocates the segment again.
 			w.logger.Warn("truncating torn tail of the log",
-				"segment", seg.path, "offset", s.end, "bytes_dropped", len(buf)-s.end,
+				"segment", seg.path, "offset", s.end, "bytes_dropped", len(trimZeros(buf[s.end:])),
 				"last_whole_index", s.last, "reason", s.torn.Error())
 			if err := truncateFile(seg.path, int64(s.end)); err != nil {
 				return nil, err
@@ -238,20 +246,46 @@ func (w *wal) segmentCount() int {
 	return len(w.segs)
 }
 
-// resume opens the last segment for appending.
+// resume opens the last segment for appending at its end. A segment
+// shorter than the segment size (cut by a truncation, or written before
+// segments were preallocated) is preallocated again first.
 func (w *wal) resume() error {
+	w.mu.Lock()
 	seg := w.segs[len(w.segs)-1]
+	w.mu.Unlock()
 	f, err := os.OpenFile(seg.path, os.O_WRONLY, 0)
 	if err != nil {
 		return fmt.Errorf("open active segment: %w", err)
 	}
-	end, err := f.Seek(0, io.SeekEnd)
+	fi, err := f.Stat()
+	if err == nil && fi.Size() < w.segmentSize && !w.noPrealloc {
+		if err = w.preallocate(f); err == nil {
+			err = f.Sync()
+		}
+	}
 	if err != nil {
 		f.Close()
-		return fmt.Errorf("seek active segment: %w", err)
+		return fmt.Errorf("prepare active segment: %w", err)
 	}
-	w.active, w.activeSize = f, end
+	w.active, w.activeEnd = f, seg.end
 	return nil
+}
+
+// preallocate extends f to the segment size, unless the filesystem has
+// refused before: the first refusal is logged, and from then on segment
+// files grow as records are appended.
+func (w *wal) preallocate(f *os.File) error {
+	if w.noPrealloc {
+		return nil
+	}
+	err := preallocate(f, w.segmentSize)
+	if errors.Is(err, errNoPreallocate) {
+		w.noPrealloc = true
+		w.logger.Warn("log segments cannot be preallocated on this filesystem; each sync also commits the segment's growth",
+			"dir", w.dir, "reason", err.Error())
+		return nil
+	}
+	return err
 }
 
 // reset drops every segment and starts an empty log whose next entry is
@@ -324,7 +358,7 @@ func (w *wal) truncateAfter(index uint64) error {
 	w.mu.Lock()
 	seg := w.segs[len(w.segs)-1]
 	w.mu.Unlock()
-	buf, err := os.ReadFile(seg.path)
+	buf, err := readSegment(seg)
 	if err != nil {
 		return fmt.Errorf("read segment to truncate: %w", err)
 	}
@@ -337,11 +371,15 @@ func (w *wal) truncateAfter(index uint64) error {
 		off += n
 		lastTime = e.Time
 	}
+	// Cut rather than zeroed, so that a crash leaves either every dropped
+	// record or none, never a damaged one before whole ones; resume
+	// preallocates the segment again.
 	if err := truncateFile(seg.path, int64(off)); err != nil {
 		return err
 	}
 	w.mu.Lock()
 	w.segs[len(w.segs)-1].last = max(index, seg.first-1)
+	w.segs[len(w.segs)-1].end = int64(off)
 	for len(w.runs) > 0 && w.runs[len(w.runs)-1].first > index {
 		w.runs = w.runs[:len(w.runs)-1]
 	}
@@ -356,18 +394,24 @@ func (w *wal) truncateAfter(index uint64) error {
 // openSegment creates a segment whose first record will be first, makes
 // its creation durable, and makes it the active segment. Its header records
 // the zxid of the entry before it (the log's last).
+//
+// The file is preallocated to the segment size (zeros after the header)
+// before its fsync, rename and directory fsync, so that appends write
+// inside it: the file does not grow, and the fdatasync of each group
+// commit has no size change to commit. The zeros after the last record
+// mark the log's end.
 func (w *wal) openSegment(first uint64) error {
 	path := filepath.Join(w.dir, segmentName(first))
-	if err := writeFileAtomic(path, segmentHeader(first, w.lastZxid)); err != nil {
+	if err := createFileAtomic(path, segmentHeader(first, w.lastZxid), w.preallocate); err != nil {
 		return fmt.Errorf("create segment: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {
 		return fmt.Errorf("open new segment: %w", err)
 	}
-	w.active, w.activeSize = f, int64(segmentHeaderSize)
+	w.active, w.activeEnd = f, int64(segmentHeaderSize)
 	w.mu.Lock()
-	w.segs = append(w.segs, segment{first: first, last: first - 1, path: path, header: segmentHeaderSize})
+	w.segs = append(w.segs, segment{first: first, last: first - 1, path: path, header: segmentHeaderSize, end: int64(segmentHeaderSize)})
 	w.mu.Unlock()
 	return nil
 }
@@ -383,17 +427,19 @@ func (w *wal) append(entries []Entry) error {
 	for _, e := range entries {
 		w.buf = appendRecord(w.buf, e)
 	}
-	if w.activeSize > int64(segmentHeaderSize) && w.activeSize+int64(len(w.buf)) > w.segmentSize {
+	// A group larger than a segment still goes whole into one (a fresh
+	// one), growing it past its preallocated size.
+	if w.activeEnd > int64(segmentHeaderSize) && w.activeEnd+int64(len(w.buf)) > w.segmentSize {
 		// (A first-version active segment is never empty by this measure,
 		// which only means it is sealed one append later.)
 		if err := w.roll(entries[0].Index); err != nil {
 			return err
 		}
 	}
-	if _, err := w.active.Write(w.buf); err != nil {
+	if _, err := w.active.WriteAt(w.buf, w.activeEnd); err != nil {
 		return fmt.Errorf("write log: %w", err)
 	}
-	w.activeSize += int64(len(w.buf))
+	w.activeEnd += int64(len(w.buf))
 	if err := fdatasync(w.active); err != nil {
 		return fmt.Errorf("sync log: %w", err)
 	}
@@ -401,6 +447,7 @@ func (w *wal) append(entries []Entry) error {
 	w.lastIndex, w.lastZxid, w.lastTime = last.Index, last.Zxid, last.Time
 	w.mu.Lock()
 	w.segs[len(w.segs)-1].last = last.Index
+	w.segs[len(w.segs)-1].end = w.activeEnd
 	for _, e := range entries {
 		w.noteEntry(e)
 	}
@@ -413,7 +460,8 @@ func (w *wal) append(entries []Entry) error {
 }
 
 // roll seals the active segment (already synced by the append that wrote
-// it) and starts a new one at first.
+// it) and starts a new one at first. The sealed segment keeps the zeros
+// after its last record.
 func (w *wal) roll(first uint64) error {
 	if err := w.active.Close(); err != nil {
 		return fmt.Errorf("close sealed segment: %w", err)
@@ -487,7 +535,7 @@ func (w *wal) read(from, to uint64, batch int, fn func([]Entry) error) error {
 		if seg.last < next || seg.first > to {
 			continue
 		}
-		buf, err := os.ReadFile(seg.path)
+		buf, err := readSegment(seg)
 		if err != nil {
 			return fmt.Errorf("read log segment: %w", err)
 		}
@@ -523,6 +571,20 @@ func (w *wal) read(from, to uint64, batch int, fn func([]Entry) error) error {
 		return fmt.Errorf("read through index %d: log ends at %d: %w", to, next-1, errLogGap)
 	}
 	return nil
+}
+
+// readSegment reads seg's header and records, up to its end.
+func readSegment(seg segment) ([]byte, error) {
+	f, err := os.Open(seg.path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	buf := make([]byte, seg.end)
+	if _, err := f.ReadAt(buf, 0); err != nil {
+		return nil, fmt.Errorf("%s is shorter than its records (%d bytes): %w", seg.path, seg.end, err)
+	}
+	return buf, nil
 }
 
 // close closes the active segment. Everything appended is already durable.

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func fileSize(t *testing.T, path string) int64 {
@@ -98,6 +100,10 @@ func TestRecoveryTruncatesATornTail(t *testing.T) {
 			if warned := strings.Contains(logs.String(), "truncating torn tail"); warned == tt.clean {
 				t.Errorf("warning about a truncation: %v, want %v; log output:\n%s", warned, !tt.clean, logs.String())
 			}
+			// Truncation cut the file; it is preallocated again.
+			if size := fileSize(t, last); size < cfg.SegmentSize {
+				t.Errorf("active segment is %d bytes, want at least the segment size %d", size, cfg.SegmentSize)
+			}
 			// The log continues right after the last whole record.
 			if r := proposeT(t, m, "next"); r.Index != uint64(tt.kept+1) {
 				t.Fatalf("next index %d, want %d", r.Index, tt.kept+1)
@@ -141,6 +147,12 @@ func TestRecoveryRefusesDamageInTheMiddle(t *testing.T) {
 		}, "sealed segment"},
 		{"bad checksum at the end of a sealed segment", 300, func(t *testing.T, dir string, segs []string) {
 			flipByte(t, segs[1], recordsEnd(t, segs[1])-1)
+		}, "sealed segment"},
+		{"garbage in a sealed segment's unused space", 300, func(t *testing.T, dir string, segs []string) {
+			if size := fileSize(t, segs[0]); size <= recordsEnd(t, segs[0]) {
+				t.Fatalf("sealed segment has no unused space (%d bytes)", size)
+			}
+			flipByte(t, segs[0], fileSize(t, segs[0])-1)
 		}, "sealed segment"},
 		{"missing segment", 300, func(t *testing.T, dir string, segs []string) {
 			os.Remove(segs[1])
@@ -221,4 +233,152 @@ func nextRecord(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return appendRecord(nil, Entry{Index: last.Index + 1, Zxid: last.Zxid + 1, Time: last.Time, Data: []byte("late")})
+}
+
+// Segment files are preallocated to the segment size when created, rolled
+// segments keep their unused zeros, and a reopened log holds exactly the
+// records written, its next append going right after them.
+func TestSegmentsArePreallocated(t *testing.T) {
+	dir := t.TempDir()
+	const size = 512
+	cfg := Config{Dir: dir, SegmentSize: size}
+	m := openT(t, cfg, &memSM{})
+	segs := segmentFiles(t, dir)
+	if len(segs) != 1 || fileSize(t, segs[0]) != size {
+		t.Fatalf("new log: segments %v, want one of %d bytes", segs, size)
+	}
+	proposeN(t, m, 40)
+	closeT(t, m)
+	segs = segmentFiles(t, dir)
+	if len(segs) < 3 {
+		t.Fatalf("want several segments, got %d", len(segs))
+	}
+	for _, p := range segs {
+		if got := fileSize(t, p); got != size {
+			t.Errorf("%s is %d bytes, want %d", filepath.Base(p), got, size)
+		}
+	}
+
+	sm := &memSM{}
+	m = openT(t, cfg, sm)
+	if got := len(sm.snapshot()); got != 40 {
+		t.Fatalf("reopen replayed %d entries, want 40", got)
+	}
+	if r := proposeT(t, m, "next"); r.Index != 41 {
+		t.Fatalf("next index %d, want 41", r.Index)
+	}
+	closeT(t, m)
+	for _, p := range segmentFiles(t, dir) {
+		if got := fileSize(t, p); got != size {
+			t.Errorf("after reopen, %s is %d bytes, want %d", filepath.Base(p), got, size)
+		}
+	}
+	// (checkLog opens with the default segment size, to which the active
+	// segment then grows: it checks sizes no more.)
+	checkLog(t, dir, append(payloads(40), "next"))
+}
+
+// A group larger than a segment goes whole into one, which grows past the
+// preallocated size; the next group rolls.
+func TestWALGroupLargerThanASegment(t *testing.T) {
+	dir := t.TempDir()
+	w := openTestWAL(t, dir) // 300-byte segments
+	if err := w.append(walEntries(1, 1, 1, 2)); err != nil {
+		t.Fatal(err)
+	}
+	big := walEntries(3, 1, 3, 20)
+	if err := w.append(big); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.append(walEntries(23, 1, 23, 1)); err != nil {
+		t.Fatal(err)
+	}
+	segs := segmentFiles(t, dir)
+	if len(segs) != 3 {
+		t.Fatalf("want 3 segments, got %d", len(segs))
+	}
+	if offs := recordOffsets(t, segs[1]); len(offs) != len(big) {
+		t.Fatalf("the big group's segment holds %d records, want %d", len(offs), len(big))
+	}
+	if end, size := recordsEnd(t, segs[1]), fileSize(t, segs[1]); end <= 300 || size != end {
+		t.Fatalf("the big group's segment ends at %d and is %d bytes", end, size)
+	}
+	w.close()
+	w = openTestWAL(t, dir)
+	if w.lastIndex != 23 {
+		t.Fatalf("reopened log ends at %d, want 23", w.lastIndex)
+	}
+	var got []Entry
+	if err := w.read(1, 23, 5, func(b []Entry) error { got = append(got, b...); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range got {
+		if e.Index != uint64(i+1) {
+			t.Fatalf("read entry %d has index %d", i, e.Index)
+		}
+	}
+	if len(got) != 23 {
+		t.Fatalf("read %d entries, want 23", len(got))
+	}
+}
+
+// A truncation (TRUNC from a leader) cuts the active segment after the
+// kept records and preallocates it again; appends continue at the cut, and
+// the dropped records never come back.
+func TestWALTruncateAfterKeepsPreallocation(t *testing.T) {
+	dir := t.TempDir()
+	w := openTestWAL(t, dir)
+	if err := w.append(walEntries(1, 1, 1, 6)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.truncateAfter(3); err != nil {
+		t.Fatal(err)
+	}
+	seg := segmentFiles(t, dir)[0]
+	if got := fileSize(t, seg); got != 300 {
+		t.Fatalf("after truncate the segment is %d bytes, want 300", got)
+	}
+	if offs := recordOffsets(t, seg); len(offs) != 3 {
+		t.Fatalf("after truncate the segment holds %d records, want 3", len(offs))
+	}
+	if err := w.append(walEntries(4, 2, 1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	w.close()
+	w = openTestWAL(t, dir)
+	if w.lastIndex != 4 || w.lastZxid != MakeZxid(2, 1) {
+		t.Fatalf("after truncate, append and reopen: last %d %s", w.lastIndex, FormatZxid(w.lastZxid))
+	}
+}
+
+// On a filesystem that cannot preallocate, the log says so once and grows
+// its segment files as it writes.
+func TestSegmentsWithoutPreallocation(t *testing.T) {
+	calls := 0
+	saved := fallocate
+	fallocate = func(fd int, mode uint32, off, size int64) error { calls++; return unix.EOPNOTSUPP }
+	t.Cleanup(func() { fallocate = saved })
+
+	dir := t.TempDir()
+	var logs logBuffer
+	cfg := Config{Dir: dir, SegmentSize: 300, Logger: logs.logger()}
+	m := openT(t, cfg, &memSM{})
+	proposeN(t, m, 20)
+	closeT(t, m)
+	if got := strings.Count(logs.String(), "cannot be preallocated"); got != 1 {
+		t.Errorf("warned %d times about preallocation, want once:\n%s", got, logs.String())
+	}
+	if calls != 1 {
+		t.Errorf("fallocate called %d times after it was refused, want once", calls)
+	}
+	segs := segmentFiles(t, dir)
+	if len(segs) < 2 {
+		t.Fatalf("want several segments, got %d", len(segs))
+	}
+	for _, p := range segs {
+		if end, size := recordsEnd(t, p), fileSize(t, p); size != end {
+			t.Errorf("%s is %d bytes, its records end at %d", filepath.Base(p), size, end)
+		}
+	}
+	checkLog(t, dir, payloads(20))
 }
