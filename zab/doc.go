@@ -51,7 +51,11 @@
 //
 // A new segment file, and the epoch file, are made durable (file fsync,
 // rename, directory fsync) before anything that depends on them is
-// written. The epoch is persisted before any zxid in it is assigned.
+// written. The epoch is persisted before any zxid in it is assigned. A
+// segment file is preallocated to the segment size before that fsync, so
+// the group commits that write into it never grow it and their
+// fdatasyncs have no size change to commit; the zeros after its last
+// record are where the log ends.
 //
 // The state machine need not make its own writes durable on every Apply:
 // on Open, every log entry after StateMachine.AppliedIndex is replayed into
@@ -61,9 +65,11 @@
 // On Open, a torn or corrupt tail of the last segment (a partial record, or
 // a record with a bad checksum that no valid record follows) is what a crash
 // mid-write leaves behind; it can hold nothing acknowledged, so it is
-// truncated with a warning. Any other damage (a bad record followed by a
-// valid one, a bad record in an older segment, a gap in the indexes) makes
-// Open fail rather than serve wrong data.
+// truncated with a warning. Zeros alone after a segment's last record are
+// its unused preallocated space, not damage. Any other damage (a bad or
+// zeroed record followed by a valid one, a bad record or non-zero bytes
+// after the records of an older segment, a gap in the indexes) makes Open
+// fail rather than serve wrong data.
 //
 // # Identifiers
 //

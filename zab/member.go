@@ -49,7 +49,8 @@ type Config struct {
 	// Clock stamps Entry.Time on the leader. nil means time.Now.
 	Clock func() time.Time
 	// SegmentSize is the size at which the log starts a new segment file
-	// (default 64 MiB). Trimming removes whole segments.
+	// (default 64 MiB); each segment file is preallocated to it when
+	// created. Trimming removes whole segments.
 	SegmentSize int64
 	// MaxEntrySize bounds one payload (default 8 MiB).
 	MaxEntrySize int
