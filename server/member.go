@@ -199,6 +199,13 @@ func (m *Member) current() (*stateRef, *core.Hub) {
 type stateMachine struct{ m *Member }
 
 func (s *stateMachine) Apply(entries []zab.Entry) ([]any, error) {
+	return s.ApplyWhen(entries, nil)
+}
+
+// ApplyWhen lets a single member write entries into the store while its
+// log flushes them: the store publishes them, and the hub and the lessor
+// learn of them, only after durable returns nil.
+func (s *stateMachine) ApplyWhen(entries []zab.Entry, durable func() error) ([]any, error) {
 	ces := make([]core.Entry, len(entries))
 	for i, e := range entries {
 		op, err := core.DecodeOp(e.Data)
@@ -208,7 +215,7 @@ func (s *stateMachine) Apply(entries []zab.Entry) ([]any, error) {
 		ces[i] = core.Entry{Index: e.Index, Time: e.Time, Op: *op}
 	}
 	ref, hub := s.m.current()
-	results, batches, err := ref.st.Apply(ces)
+	results, batches, err := ref.st.ApplyWhen(ces, durable)
 	if err != nil {
 		return nil, err
 	}

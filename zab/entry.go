@@ -39,6 +39,18 @@ type StateMachine interface {
 	Sync() (uint64, error)
 }
 
+// DurableWaiter is implemented by a StateMachine that can start applying
+// entries while their log write is still being flushed. A single member
+// hands it each group right after writing it, before the fdatasync, so
+// that the state machine's own writes overlap the disk flush. ApplyWhen
+// must call durable before making any effect of the entries visible (to
+// readers, watchers or the caller's waiters) and must make none visible if
+// durable returns an error; its other rules are Apply's. Replicated
+// members apply only committed entries and never call it.
+type DurableWaiter interface {
+	ApplyWhen(entries []Entry, durable func() error) ([]any, error)
+}
+
 // Snapshotter is implemented by a StateMachine that can be copied whole,
 // which replication needs to bring a member up to date when the log no
 // longer holds what it is missing (SNAP). Both methods are called from the

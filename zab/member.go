@@ -254,6 +254,9 @@ func (p *proposal) finish(val any, err error) { p.done <- result{val, err} }
 type group struct {
 	entries []Entry
 	props   []*proposal
+	// durable, when not nil, delivers the outcome of the group's
+	// fdatasync: the group reached the applier before it was durable.
+	durable chan error
 }
 
 type syncResult struct {
@@ -606,15 +609,18 @@ func (m *Member) runWriter() {
 			return
 		case first = <-m.proposals:
 		}
-		g, err := m.writeGroup(m.gather(first))
+		g, handed, err := m.writeGroup(m.gather(first))
 		if err != nil {
 			m.fail(err)
-			for _, p := range g.props {
-				p.finish(nil, m.stoppedErr())
+			if !handed {
+				// A group the applier holds is answered by the applier.
+				for _, p := range g.props {
+					p.finish(nil, m.stoppedErr())
+				}
 			}
 			return
 		}
-		if len(g.entries) > 0 {
+		if len(g.entries) > 0 && !handed {
 			// Blocks while the applier is a group behind: that is the
 			// back-pressure that bounds memory.
 			m.committed <- g
@@ -642,7 +648,13 @@ func (m *Member) gather(first *proposal) []*proposal {
 
 // writeGroup stamps the live proposals of props and makes them durable.
 // Proposals whose context has ended are answered and dropped unwritten.
-func (m *Member) writeGroup(props []*proposal) (group, error) {
+//
+// When the state machine is a DurableWaiter and the applier is idle, the
+// group is handed to it between the write and the fdatasync (handed is
+// then true), so that applying overlaps the flush; its durable channel
+// then carries the flush's outcome, always exactly once. Otherwise the
+// caller hands the group over once it is durable.
+func (m *Member) writeGroup(props []*proposal) (g group, handed bool, err error) {
 	live := props[:0]
 	for _, p := range props {
 		if err := p.ctx.Err(); err != nil {
@@ -651,9 +663,9 @@ func (m *Member) writeGroup(props []*proposal) (group, error) {
 		}
 		live = append(live, p)
 	}
-	g := group{props: live}
+	g = group{props: live}
 	if len(live) == 0 {
-		return g, nil
+		return g, false, nil
 	}
 	// Entry.Time never goes back, even if the wall clock does.
 	now := max(m.cfg.Clock().UnixMilli(), m.lastTime)
@@ -662,20 +674,40 @@ func (m *Member) writeGroup(props []*proposal) (group, error) {
 	for i, p := range live {
 		if m.counter == math.MaxUint32 {
 			if err := m.advanceEpoch(); err != nil {
-				return g, err
+				return g, false, err
 			}
 		}
 		m.counter++
 		index++
 		g.entries[i] = Entry{Index: index, Zxid: MakeZxid(m.epoch.Load(), m.counter), Time: now, Data: p.data}
 	}
-	if err := m.wal.append(g.entries); err != nil {
-		return g, fmt.Errorf("append entries %d-%d: %w", g.entries[0].Index, index, err)
+	var written func()
+	if _, ok := m.sm.(DurableWaiter); ok {
+		written = func() {
+			g.durable = make(chan error, 1)
+			select {
+			case m.committed <- g:
+				handed = true
+			default:
+				g.durable = nil
+			}
+		}
 	}
-	m.lastTime = now
-	m.lastZxid.Store(g.entries[len(g.entries)-1].Zxid)
-	m.committedIndex.Store(index)
-	return g, nil
+	err = m.wal.appendThen(g.entries, written)
+	if err == nil {
+		m.lastTime = now
+		m.lastZxid.Store(g.entries[len(g.entries)-1].Zxid)
+		// Before the applier may learn the group is durable, so that the
+		// applied index never passes the committed one.
+		m.committedIndex.Store(index)
+	}
+	if handed {
+		g.durable <- err
+	}
+	if err != nil {
+		return g, handed, fmt.Errorf("append entries %d-%d: %w", g.entries[0].Index, index, err)
+	}
+	return g, handed, nil
 }
 
 // advanceEpoch moves to the next epoch when the counter is exhausted, as a
@@ -730,7 +762,15 @@ func (m *Member) runApplier() {
 
 func (m *Member) applyGroup(g group) error {
 	first, last := g.entries[0].Index, g.entries[len(g.entries)-1].Index
-	results, err := m.sm.Apply(g.entries)
+	var (
+		results []any
+		err     error
+	)
+	if g.durable != nil {
+		results, err = m.sm.(DurableWaiter).ApplyWhen(g.entries, func() error { return <-g.durable })
+	} else {
+		results, err = m.sm.Apply(g.entries)
+	}
 	if err != nil {
 		return fmt.Errorf("apply entries %d-%d: %w", first, last, err)
 	}

@@ -419,7 +419,12 @@ func (w *wal) openSegment(first uint64) error {
 // append writes entries, which must continue the log densely, and returns
 // once they are on stable storage (one fdatasync for all of them). After an
 // error the log's on-disk tail is unknown and the caller must stop writing.
-func (w *wal) append(entries []Entry) error {
+func (w *wal) append(entries []Entry) error { return w.appendThen(entries, nil) }
+
+// appendThen is append that calls written, if not nil, once the entries
+// are written and before they are flushed: a single member starts applying
+// them then (see DurableWaiter). written is not called if the write fails.
+func (w *wal) appendThen(entries []Entry, written func()) error {
 	if len(entries) == 0 {
 		return nil
 	}
@@ -440,6 +445,9 @@ func (w *wal) append(entries []Entry) error {
 		return fmt.Errorf("write log: %w", err)
 	}
 	w.activeEnd += int64(len(w.buf))
+	if written != nil {
+		written()
+	}
 	if err := fdatasync(w.active); err != nil {
 		return fmt.Errorf("sync log: %w", err)
 	}
