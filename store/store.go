@@ -33,7 +33,13 @@ type Config struct {
 }
 
 const (
-	defaultMemTableSize   = 16 << 20
+	// defaultMemTableSize sets how often Badger flushes a memtable into a
+	// level-0 table, and so how often compaction rewrites the tables the
+	// flushes overlap; with writes spread over the keyspace that is most
+	// of them. After 40 s of puts, 32 MiB instead of 16 MiB cut the
+	// server's CPU per put by a quarter and its p99 from 56 to 17 ms;
+	// 64 MiB did no better and holds twice the memory.
+	defaultMemTableSize   = 32 << 20
 	defaultBlockCacheSize = 32 << 20
 	// defaultCacheSize holds about 40,000 records of 256-byte values: the
 	// keys a busy workload keeps rewriting, not the whole keyspace.
