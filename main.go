@@ -119,9 +119,9 @@ func releaseWhenQuiet(ctx context.Context, period time.Duration) {
 		case <-t.C:
 		}
 		allocs, before := read()
-		quiet := allocs-last < quietAllocBytes
+		sinceLook := allocs - last
 		last = allocs
-		if !quiet || (allocs-released < burstAllocBytes && freed < burstAllocBytes/4) {
+		if !worthReleasing(sinceLook, allocs-released, freed) {
 			continue
 		}
 		debug.FreeOSMemory()
@@ -132,4 +132,15 @@ func releaseWhenQuiet(ctx context.Context, period time.Duration) {
 		}
 		last, released = allocs, allocs
 	}
+}
+
+// worthReleasing decides, from what was allocated since the last look and
+// since the last release and what the last release freed, whether to
+// release now: only when the process is quiet, and only after a burst or
+// while releases still free a lot.
+func worthReleasing(sinceLook, sinceRelease, lastFreed uint64) bool {
+	if sinceLook >= quietAllocBytes {
+		return false
+	}
+	return sinceRelease >= burstAllocBytes || lastFreed >= burstAllocBytes/4
 }
