@@ -443,7 +443,9 @@ func goBuild(ctx context.Context, root, bin, pkg string) error {
 	}
 	tmp := fmt.Sprintf("%s.tmp-%d", bin, os.Getpid())
 	defer os.Remove(tmp)
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", tmp, pkg)
+	// -trimpath keeps the build machine's directories out of the binary,
+	// and so out of the CPU profiles a report directory keeps.
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", tmp, pkg)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build %s: %w: %s", pkg, err, strings.TrimSpace(string(out)))
