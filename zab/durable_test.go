@@ -1,9 +1,6 @@
 package zab
 
 import (
-	"context"
-	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 )
@@ -32,32 +29,7 @@ func TestDurableWaiterAppliesDuringTheFlush(t *testing.T) {
 	sm := &earlySM{}
 	m := openT(t, Config{Dir: dir, SegmentSize: 1 << 20}, sm)
 	const proposers, each = 8, 25
-	var wg sync.WaitGroup
-	errs := make(chan error, proposers)
-	for p := range proposers {
-		wg.Go(func() {
-			var last uint64
-			for i := range each {
-				data := fmt.Sprintf("proposer %d op %d", p, i)
-				v, err := m.Propose(context.Background(), []byte(data))
-				if err != nil {
-					errs <- err
-					return
-				}
-				r := v.(applied)
-				if r.Data != data || r.Index <= last {
-					errs <- fmt.Errorf("proposal %q: result %+v after index %d", data, r, last)
-					return
-				}
-				last = r.Index
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+	proposeFromMany(t, m, proposers, each)
 	if sm.early.Load() == 0 {
 		t.Fatal("no group was handed to the state machine before its flush")
 	}

@@ -17,40 +17,7 @@ func TestConcurrentProposersGetTheirOwnResultsInOrder(t *testing.T) {
 	sm := &memSM{}
 	m := openT(t, Config{Dir: t.TempDir()}, sm)
 
-	var wg sync.WaitGroup
-	errs := make(chan error, proposers)
-	for p := range proposers {
-		wg.Go(func() {
-			var last uint64
-			for i := range each {
-				data := fmt.Sprintf("proposer %d op %d", p, i)
-				v, err := m.Propose(context.Background(), []byte(data))
-				if err != nil {
-					errs <- err
-					return
-				}
-				r := v.(applied)
-				if r.Data != data {
-					errs <- fmt.Errorf("proposal %q got the result of %q", data, r.Data)
-					return
-				}
-				if r.Index <= last {
-					errs <- fmt.Errorf("proposer %d: index %d after %d", p, r.Index, last)
-					return
-				}
-				last = r.Index
-				if got := m.Status().AppliedIndex; got < r.Index {
-					errs <- fmt.Errorf("answered for index %d with applied index %d", r.Index, got)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+	proposeFromMany(t, m, proposers, each)
 	st := m.Status()
 	if st.CommittedIndex != proposers*each || st.AppliedIndex != proposers*each {
 		t.Errorf("status %+v, want committed and applied %d", st, proposers*each)
