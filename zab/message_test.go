@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"reflect"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -64,6 +65,22 @@ func listenAddr(t testing.TB) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr
+}
+
+// retryOnPortClash runs open until it does not fail for a port taken in
+// the meantime: listenAddr's port is free when it returns, but tests of
+// other packages running at the same time may bind it before open does.
+func retryOnPortClash(t testing.TB, open func() error) {
+	t.Helper()
+	var err error
+	for range 5 {
+		if err = open(); !errors.Is(err, syscall.EADDRINUSE) {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 func recvT(t *testing.T, tr Transport) Envelope {
@@ -142,12 +159,25 @@ func TestTCPTransport(t *testing.T) {
 
 // Three members over real TCP elect a leader and replicate.
 func TestTCPCluster(t *testing.T) {
-	peers := map[uint64]string{1: listenAddr(t), 2: listenAddr(t), 3: listenAddr(t)}
 	var ms []*Member
-	for id := uint64(1); id <= 3; id++ {
-		m := openT(t, Config{Dir: t.TempDir(), ID: id, Peers: peers,
-			ElectionTimeout: 300 * time.Millisecond, HeartbeatInterval: 30 * time.Millisecond}, &replSM{})
-		ms = append(ms, m)
+	retryOnPortClash(t, func() error {
+		peers := map[uint64]string{1: listenAddr(t), 2: listenAddr(t), 3: listenAddr(t)}
+		ms = nil
+		for id := uint64(1); id <= 3; id++ {
+			m, err := Open(Config{Dir: t.TempDir(), ID: id, Peers: peers,
+				ElectionTimeout: 300 * time.Millisecond, HeartbeatInterval: 30 * time.Millisecond}, &replSM{})
+			if err != nil {
+				for _, m := range ms {
+					m.Close()
+				}
+				return err
+			}
+			ms = append(ms, m)
+		}
+		return nil
+	})
+	for _, m := range ms {
+		t.Cleanup(func() { m.Close() })
 	}
 	var got applied
 	eventually(t, "a write through TCP", func() bool {
