@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/januskv/janus/core"
 	"github.com/januskv/janus/server"
 	"github.com/januskv/janus/zkapi"
 )
@@ -30,6 +31,13 @@ func testLogger(t testing.TB) *slog.Logger {
 
 func startJanus(t testing.TB, cfg zkapi.Config) *janus {
 	t.Helper()
+	return startJanusOn(t, cfg, func(m *server.Member) core.Backend { return m })
+}
+
+// startJanusOn starts a member and serves the ZooKeeper face on
+// wrap(member), so a test can stand between the face and the member.
+func startJanusOn(t testing.TB, cfg zkapi.Config, wrap func(*server.Member) core.Backend) *janus {
+	t.Helper()
 	m, err := server.OpenMember(server.MemberConfig{DataDir: t.TempDir(), Logger: testLogger(t), LeaseCheckInterval: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatalf("open member: %v", err)
@@ -37,7 +45,7 @@ func startJanus(t testing.TB, cfg zkapi.Config) *janus {
 	if cfg.Logger == nil {
 		cfg.Logger = testLogger(t)
 	}
-	s := zkapi.New(m, cfg)
+	s := zkapi.New(wrap(m), cfg)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("listen: %v", err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -14,33 +13,6 @@ import (
 	"github.com/januskv/janus/zkapi"
 	"github.com/januskv/janus/zkapi/jute"
 )
-
-// startJanusOn is startJanus with the ZooKeeper face on wrap(member).
-func startJanusOn(t testing.TB, cfg zkapi.Config, wrap func(*server.Member) core.Backend) *janus {
-	t.Helper()
-	m, err := server.OpenMember(server.MemberConfig{DataDir: t.TempDir(), Logger: testLogger(t), LeaseCheckInterval: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatalf("open member: %v", err)
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = testLogger(t)
-	}
-	s := zkapi.New(wrap(m), cfg)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(l) }()
-	t.Cleanup(func() {
-		s.Close()
-		<-done
-		if err := m.Close(); err != nil {
-			t.Errorf("close member: %v", err)
-		}
-	})
-	return &janus{Addr: l.Addr().String(), Member: m, Server: s}
-}
 
 // pipelined sends reqs in one write, then reads a reply for each, in order.
 // A reply's body is decoded into reqs[i].resp when it succeeds. For each
@@ -65,15 +37,10 @@ func (r *rawClient) pipelined(reqs []rawReq) (hdrs []jute.ReplyHeader, eventAt [
 	}
 	hdrs = make([]jute.ReplyHeader, 0, len(reqs))
 	for len(hdrs) < len(reqs) {
-		d := jute.NewDecoder(r.read())
-		var h jute.ReplyHeader
-		h.Decode(d)
-		if h.Xid == jute.XidNotification {
-			var ev jute.WatcherEvent
-			ev.Decode(d)
-			r.events = append(r.events, ev)
+		before := len(r.events)
+		h, d := r.readReply()
+		for range len(r.events) - before {
 			eventAt = append(eventAt, len(hdrs))
-			continue
 		}
 		i := len(hdrs)
 		if h.Xid != xids[i] {

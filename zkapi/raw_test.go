@@ -89,25 +89,33 @@ func (r *rawClient) callXid(xid int32, op jute.OpCode, req, resp jute.Record) ju
 		recs = append(recs, req)
 	}
 	r.write(recs...)
+	h, d := r.readReply()
+	if h.Xid != xid && !(op == jute.OpPing && h.Xid == jute.XidPing) {
+		r.t.Fatalf("reply xid %d, want %d", h.Xid, xid)
+	}
+	if h.Err == jute.CodeOk && resp != nil {
+		resp.Decode(d)
+		if d.Err() != nil {
+			r.t.Fatalf("decode %v reply: %v", op, d.Err())
+		}
+	}
+	return h
+}
+
+// readReply reads frames until one that is not a watch notification and
+// returns its header and the decoder positioned at its body; the
+// notifications before it are appended to r.events.
+func (r *rawClient) readReply() (jute.ReplyHeader, *jute.Decoder) {
+	r.t.Helper()
 	for {
 		d := jute.NewDecoder(r.read())
 		var h jute.ReplyHeader
 		h.Decode(d)
-		if h.Xid == jute.XidNotification {
-			var ev jute.WatcherEvent
-			ev.Decode(d)
-			r.events = append(r.events, ev)
-			continue
+		if h.Xid != jute.XidNotification {
+			return h, d
 		}
-		if h.Xid != xid && !(op == jute.OpPing && h.Xid == jute.XidPing) {
-			r.t.Fatalf("reply xid %d, want %d", h.Xid, xid)
-		}
-		if h.Err == jute.CodeOk && resp != nil {
-			resp.Decode(d)
-			if d.Err() != nil {
-				r.t.Fatalf("decode %v reply: %v", op, d.Err())
-			}
-		}
-		return h
+		var ev jute.WatcherEvent
+		ev.Decode(d)
+		r.events = append(r.events, ev)
 	}
 }
