@@ -21,23 +21,7 @@ func BenchmarkPropose(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer m.Close()
-			payload := make([]byte, 128)
-			var next atomic.Int64
-			var wg sync.WaitGroup
-			b.ResetTimer()
-			for range proposers {
-				wg.Go(func() {
-					for next.Add(1) <= int64(b.N) {
-						if _, err := m.Propose(context.Background(), payload); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				})
-			}
-			wg.Wait()
-			b.StopTimer()
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "proposals/s")
+			proposeFrom(b, []*Member{m}, proposers)
 		})
 	}
 }
@@ -84,25 +68,7 @@ func BenchmarkReplicatedPropose(b *testing.B) {
 	for _, transport := range []string{"mem", "tcp"} {
 		for _, proposers := range []int{1, 16, 256} {
 			b.Run(fmt.Sprintf("transport=%s/proposers=%d", transport, proposers), func(b *testing.B) {
-				ms := openBenchEnsemble(b, transport)
-				payload := make([]byte, 128)
-				var next atomic.Int64
-				var wg sync.WaitGroup
-				b.ResetTimer()
-				for i := range proposers {
-					m := ms[i%len(ms)]
-					wg.Go(func() {
-						for next.Add(1) <= int64(b.N) {
-							if _, err := m.Propose(context.Background(), payload); err != nil {
-								b.Error(err)
-								return
-							}
-						}
-					})
-				}
-				wg.Wait()
-				b.StopTimer()
-				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "proposals/s")
+				proposeFrom(b, openBenchEnsemble(b, transport), proposers)
 			})
 		}
 	}
@@ -159,4 +125,27 @@ func openBenchEnsemble(b *testing.B, transport string) []*Member {
 		}
 	}
 	return ms
+}
+
+// proposeFrom times b.N proposals of 128 bytes made by proposers
+// goroutines, spread over ms in turn, and reports proposals per second.
+func proposeFrom(b *testing.B, ms []*Member, proposers int) {
+	payload := make([]byte, 128)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for i := range proposers {
+		m := ms[i%len(ms)]
+		wg.Go(func() {
+			for next.Add(1) <= int64(b.N) {
+				if _, err := m.Propose(context.Background(), payload); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "proposals/s")
 }
