@@ -201,8 +201,11 @@ type Member struct {
 	cfg    Config
 	logger *slog.Logger
 	sm     StateMachine
-	wal    *wal
-	lock   *dirLock
+	// early is sm as a DurableWaiter, or nil: a single member hands it
+	// groups before their flush (see writeGroup).
+	early DurableWaiter
+	wal   *wal
+	lock  *dirLock
 
 	proposals chan *proposal
 	committed chan group // writer → applier; its buffer is the pipeline depth
@@ -372,6 +375,7 @@ func open(cfg Config, sm StateMachine, lock *dirLock) (*Member, error) {
 		lastTime:  w.lastTime,
 		roles:     newRoleFeed(),
 	}
+	m.early, _ = sm.(DurableWaiter)
 	m.roles.publish(RoleChange{Role: RoleLeader, LeaderID: cfg.ID, Epoch: uint32(newEpoch)})
 	m.epoch.Store(uint32(newEpoch))
 	m.lastZxid.Store(w.lastZxid)
@@ -682,7 +686,7 @@ func (m *Member) writeGroup(props []*proposal) (g group, handed bool, err error)
 		g.entries[i] = Entry{Index: index, Zxid: MakeZxid(m.epoch.Load(), m.counter), Time: now, Data: p.data}
 	}
 	var written func()
-	if _, ok := m.sm.(DurableWaiter); ok {
+	if m.early != nil {
 		written = func() {
 			g.durable = make(chan error, 1)
 			select {
@@ -767,7 +771,7 @@ func (m *Member) applyGroup(g group) error {
 		err     error
 	)
 	if g.durable != nil {
-		results, err = m.sm.(DurableWaiter).ApplyWhen(g.entries, func() error { return <-g.durable })
+		results, err = m.early.ApplyWhen(g.entries, func() error { return <-g.durable })
 	} else {
 		results, err = m.sm.Apply(g.entries)
 	}

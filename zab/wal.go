@@ -258,7 +258,7 @@ func (w *wal) resume() error {
 		return fmt.Errorf("open active segment: %w", err)
 	}
 	fi, err := f.Stat()
-	if err == nil && fi.Size() < w.segmentSize && !w.noPrealloc {
+	if err == nil && fi.Size() < w.segmentSize {
 		if err = w.preallocate(f); err == nil {
 			err = f.Sync()
 		}
