@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net"
 	"reflect"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -65,22 +64,6 @@ func listenAddr(t testing.TB) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr
-}
-
-// retryOnPortClash runs open until it does not fail for a port taken in
-// the meantime: listenAddr's port is free when it returns, but tests of
-// other packages running at the same time may bind it before open does.
-func retryOnPortClash(t testing.TB, open func() error) {
-	t.Helper()
-	var err error
-	for range 5 {
-		if err = open(); !errors.Is(err, syscall.EADDRINUSE) {
-			break
-		}
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 func recvT(t *testing.T, tr Transport) Envelope {
@@ -159,25 +142,24 @@ func TestTCPTransport(t *testing.T) {
 
 // Three members over real TCP elect a leader and replicate.
 func TestTCPCluster(t *testing.T) {
-	var ms []*Member
-	retryOnPortClash(t, func() error {
-		peers := map[uint64]string{1: listenAddr(t), 2: listenAddr(t), 3: listenAddr(t)}
-		ms = nil
-		for id := uint64(1); id <= 3; id++ {
-			m, err := Open(Config{Dir: t.TempDir(), ID: id, Peers: peers,
-				ElectionTimeout: 300 * time.Millisecond, HeartbeatInterval: 30 * time.Millisecond}, &replSM{})
-			if err != nil {
-				for _, m := range ms {
-					m.Close()
-				}
-				return err
-			}
-			ms = append(ms, m)
+	lns := map[uint64]net.Listener{}
+	peers := map[uint64]string{}
+	for id := uint64(1); id <= 3; id++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
 		}
-		return nil
-	})
-	for _, m := range ms {
-		t.Cleanup(func() { m.Close() })
+		lns[id], peers[id] = ln, ln.Addr().String()
+	}
+	var ms []*Member
+	for id := uint64(1); id <= 3; id++ {
+		tr, err := NewTCPTransport(TCPConfig{ID: id, Listen: peers[id], Listener: lns[id], Peers: peers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tr.Close() }) // after the member's Close (cleanups run last first)
+		ms = append(ms, openT(t, Config{Dir: t.TempDir(), ID: id, Peers: peers, Transport: tr,
+			ElectionTimeout: 300 * time.Millisecond, HeartbeatInterval: 30 * time.Millisecond}, &replSM{}))
 	}
 	var got applied
 	eventually(t, "a write through TCP", func() bool {

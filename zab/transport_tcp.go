@@ -17,9 +17,14 @@ import (
 // TCPConfig configures a TCPTransport.
 type TCPConfig struct {
 	ID     uint64
-	Listen string            // address to listen on (this member's peer address)
-	Peers  map[uint64]string // every other member's peer address (this member's entry is ignored)
-	Logger *slog.Logger
+	Listen string // address to listen on (this member's peer address)
+	// Listener, if set, is used instead of listening on Listen (which
+	// should then be its address); the transport closes it. Tests bind
+	// port 0 this way, so no other process can take the port between
+	// choosing it and listening on it.
+	Listener net.Listener
+	Peers    map[uint64]string // every other member's peer address (this member's entry is ignored)
+	Logger   *slog.Logger
 	// DialTimeout (default 1 s) and WriteTimeout (default 5 s) bound one
 	// connection attempt and one frame write; IdleTimeout (default 30 s)
 	// closes an inbound connection that sends nothing (the leader's
@@ -90,9 +95,12 @@ func NewTCPTransport(cfg TCPConfig) (*TCPTransport, error) {
 	if cfg.QueueSize <= 0 {
 		cfg.QueueSize = 4096
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("zab: listen for peers on %s: %w", cfg.Listen, err)
+	ln := cfg.Listener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return nil, fmt.Errorf("zab: listen for peers on %s: %w", cfg.Listen, err)
+		}
 	}
 	t := &TCPTransport{
 		cfg: cfg, log: cfg.Logger.With("component", "zab-transport"), ln: ln,
