@@ -1,12 +1,11 @@
 package zab
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"golang.org/x/sys/unix"
 )
 
 func fileSize(t *testing.T, path string) int64 {
@@ -220,7 +219,7 @@ func TestOpenRemovesLeftoverTemporaryFiles(t *testing.T) {
 }
 
 // nextRecord encodes the record that would follow the last one of the
-// segment at path.
+// segment at path, as the first of a new group write.
 func nextRecord(t *testing.T, path string) []byte {
 	t.Helper()
 	buf, err := os.ReadFile(path)
@@ -232,7 +231,8 @@ func nextRecord(t *testing.T, path string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return appendRecord(nil, Entry{Index: last.Index + 1, Zxid: last.Zxid + 1, Time: last.Time, Data: []byte("late")})
+	next := last.Index + 1
+	return appendRecord(nil, Entry{Index: next, Zxid: last.Zxid + 1, Time: last.Time, Data: []byte("late")}, next)
 }
 
 // Segment files are preallocated to the segment size when created, rolled
@@ -354,22 +354,27 @@ func TestWALTruncateAfterKeepsPreallocation(t *testing.T) {
 // On a filesystem that cannot preallocate, the log says so once and grows
 // its segment files as it writes.
 func TestSegmentsWithoutPreallocation(t *testing.T) {
-	calls := 0
-	saved := fallocate
-	fallocate = func(fd int, mode uint32, off, size int64) error { calls++; return unix.EOPNOTSUPP }
-	t.Cleanup(func() { fallocate = saved })
-
 	dir := t.TempDir()
+	fsys := &noAllocateFS{fileSystem: osFS{}}
 	var logs logBuffer
-	cfg := Config{Dir: dir, SegmentSize: 300, Logger: logs.logger()}
-	m := openT(t, cfg, &memSM{})
-	proposeN(t, m, 20)
-	closeT(t, m)
+	w, err := openWAL(fsys, dir, logs.logger(), 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.reset(1); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if err := w.append(walEntries(uint64(i+1), 1, uint32(i+1), 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.close()
 	if got := strings.Count(logs.String(), "cannot be preallocated"); got != 1 {
 		t.Errorf("warned %d times about preallocation, want once:\n%s", got, logs.String())
 	}
-	if calls != 1 {
-		t.Errorf("fallocate called %d times after it was refused, want once", calls)
+	if fsys.calls != 1 {
+		t.Errorf("Allocate called %d times after it was refused, want once", fsys.calls)
 	}
 	segs := segmentFiles(t, dir)
 	if len(segs) < 2 {
@@ -380,5 +385,46 @@ func TestSegmentsWithoutPreallocation(t *testing.T) {
 			t.Errorf("%s is %d bytes, its records end at %d", filepath.Base(p), size, end)
 		}
 	}
-	checkLog(t, dir, payloads(20))
+	w = openTestWAL(t, dir)
+	if got := readAll(t, w); len(got) != 20 {
+		t.Fatalf("reopened log holds %d entries, want 20", len(got))
+	}
+}
+
+// noAllocateFS is a filesystem that cannot preallocate, counting the
+// attempts.
+type noAllocateFS struct {
+	fileSystem
+	calls int
+}
+
+func (fsys *noAllocateFS) OpenFile(path string, flag int) (logFile, error) {
+	f, err := fsys.fileSystem.OpenFile(path, flag)
+	if err != nil {
+		return nil, err
+	}
+	return noAllocateFile{f, fsys}, nil
+}
+
+type noAllocateFile struct {
+	logFile
+	fsys *noAllocateFS
+}
+
+func (f noAllocateFile) Allocate(int64) error {
+	f.fsys.calls++
+	return fmt.Errorf("%w: %s", errNoPreallocate, f.Name())
+}
+
+// readAll returns every entry w holds.
+func readAll(t *testing.T, w *wal) []Entry {
+	t.Helper()
+	var got []Entry
+	if w.lastIndex < w.firstIndex() {
+		return nil
+	}
+	if err := w.read(w.firstIndex(), w.lastIndex, 64, func(b []Entry) error { got = append(got, b...); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
