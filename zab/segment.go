@@ -84,11 +84,14 @@ type segmentScan struct {
 	last     uint64 // index of the last whole record; first-1 if none
 	lastZxid uint64
 	lastTime int64
-	end      int    // offset just past the last whole record
-	torn     error  // non-nil when the segment has a damaged tail after end
-	header   int    // header size
-	prevZxid uint64 // the header's previous zxid (0 if it has none)
-	current  bool   // the header is the current version
+	end      int   // offset just past the last whole record
+	torn     error // non-nil when the segment has a damaged tail after end
+	// tornRecords counts the valid records of the torn group found beyond
+	// the damage (its pages were written back out of order).
+	tornRecords int
+	header      int    // header size
+	prevZxid    uint64 // the header's previous zxid (0 if it has none)
+	current     bool   // the header is the current version
 }
 
 // scanSegment validates a segment's bytes. first is the index its name
@@ -146,10 +149,11 @@ func scanSegment(buf []byte, first, prevZxid uint64, isLast bool, onRecord func(
 			if !isLast {
 				return s, fmt.Errorf("damaged record at offset %d (index %d) in a sealed segment: %w", s.end, s.last+1, err)
 			}
-			if acked := checkTornTail(buf, s.end, s.end+len(rest), s.last+1); acked != nil {
+			after, acked := checkTornTail(buf, s.end, s.end+len(rest), s.last+1)
+			if acked != nil {
 				return s, fmt.Errorf("damaged record at offset %d (index %d) %v: %w", s.end, s.last+1, acked, err)
 			}
-			s.torn = err
+			s.torn, s.tornRecords = err, after
 			return s, nil
 		}
 		if e.Index != s.last+1 {
@@ -171,8 +175,9 @@ func scanSegment(buf []byte, first, prevZxid uint64, isLast bool, onRecord func(
 // checkTornTail examines buf[from:to], damage at the end of the last
 // segment that begins where record k was expected, and returns an error
 // saying why if a valid record in it shows the damage covers an
-// acknowledged record (see scanSegment).
-func checkTornTail(buf []byte, from, to int, k uint64) error {
+// acknowledged record (see scanSegment). Otherwise it returns how many
+// valid records of k's group it found there.
+func checkTornTail(buf []byte, from, to int, k uint64) (sameGroup int, err error) {
 	// Any valid record after the damage has index k or higher; each takes
 	// at least recordHeaderSize bytes, which bounds how high. It starts
 	// with a non-zero length, so before to.
@@ -185,20 +190,21 @@ func checkTornTail(buf []byte, from, to int, k uint64) error {
 		}
 		switch {
 		case groupFirst == 0:
-			return fmt.Errorf("is followed by a valid record at offset %d (index %d) that does not say which group write it belongs to", p, e.Index)
+			return 0, fmt.Errorf("is followed by a valid record at offset %d (index %d) that does not say which group write it belongs to", p, e.Index)
 		case groupFirst > k:
-			return fmt.Errorf("is followed by a valid record at offset %d (index %d) of a later group write (from index %d), so it had been synced", p, e.Index, groupFirst)
+			return 0, fmt.Errorf("is followed by a valid record at offset %d (index %d) of a later group write (from index %d), so it had been synced", p, e.Index, groupFirst)
 		case e.Index == k || p < from+int(e.Index-k)*recordHeaderSize:
 			// The group write put record k at from and the ones after
 			// it in order, each at least a header long: these bytes
 			// are not that write's.
-			return fmt.Errorf("is followed by a valid record at offset %d (index %d) where its group write cannot have put it", p, e.Index)
+			return 0, fmt.Errorf("is followed by a valid record at offset %d (index %d) where its group write cannot have put it", p, e.Index)
 		}
 		// A record of k's own group, written back before the damaged
 		// part: records inside its payload are payload.
+		sameGroup++
 		p += n
 	}
-	return nil
+	return sameGroup, nil
 }
 
 // trimZeros returns b without its trailing zero bytes.

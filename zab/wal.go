@@ -126,7 +126,7 @@ func openWAL(fsys fileSystem, dir string, logger *slog.Logger, segmentSize int64
 			// preallocates the segment again.
 			w.logger.Warn("truncating torn tail of the log",
 				"segment", seg.path, "offset", s.end, "bytes_dropped", len(trimZeros(buf[s.end:])),
-				"last_whole_index", s.last, "reason", s.torn.Error())
+				"last_whole_index", s.last, "records_after_damage", s.tornRecords, "reason", s.torn.Error())
 			if err := truncateFile(fsys, seg.path, int64(s.end)); err != nil {
 				return nil, err
 			}
