@@ -389,3 +389,43 @@ func (c *tornCounter) Handle(_ context.Context, rec slog.Record) error {
 	})
 	return nil
 }
+
+// The epoch file and every new segment are written with writeFileAtomic:
+// wherever the power is cut, a restart finds the old content or the new,
+// whole.
+func TestWriteFileAtomicSurvivesPowerLoss(t *testing.T) {
+	seed := *powerSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (replay with -zab.power.seed=%d)", seed, seed)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	oldData, newData := encodeEpochs(epochs{Accepted: 3, Current: 2}), encodeEpochs(epochs{Accepted: 4, Current: 4})
+	path := filepath.Join("/log", epochFileName)
+	for cut := 1; ; cut++ {
+		fsys := newPowerFS(rng, 8, 4)
+		if err := writeFileAtomic(fsys, path, oldData); err != nil {
+			t.Fatal(err)
+		}
+		fsys.cutAt = fsys.ops + cut
+		err := writeFileAtomic(fsys, path, newData)
+		if err != nil && !errors.Is(err, errPowerCut) {
+			t.Fatal(err)
+		}
+		for range 20 {
+			disk := fsys.clone()
+			disk.crash()
+			got, rerr := disk.ReadFile(path)
+			if rerr != nil || (!bytes.Equal(got, oldData) && !bytes.Equal(got, newData)) {
+				t.Fatalf("power cut at operation %d of the replacement: the file holds %x (%v), want %x or %x", cut, got, rerr, oldData, newData)
+			}
+			if err == nil && !bytes.Equal(got, newData) {
+				t.Fatalf("the replacement returned, then a power loss left %x", got)
+			}
+		}
+		if err == nil {
+			t.Logf("the replacement takes %d operations; cut at each", cut-1)
+			return
+		}
+	}
+}
