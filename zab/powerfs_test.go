@@ -183,8 +183,9 @@ func (p *powerFS) crash() {
 			names[c.to] = c.file
 		}
 	}
-	for _, f := range names {
-		f.crash(p)
+	// In name order: the seed must replay the same crash.
+	for _, name := range slices.Sorted(maps.Keys(names)) {
+		names[name].crash(p)
 	}
 	p.names, p.durable, p.pending = names, maps.Clone(names), nil
 	p.cut, p.cutAt = false, 0
