@@ -33,7 +33,7 @@ func BenchmarkPropose(b *testing.B) {
 func BenchmarkWALAppend(b *testing.B) {
 	for _, group := range []int{1, 16} {
 		b.Run(fmt.Sprintf("group=%d", group), func(b *testing.B) {
-			w, err := openWAL(b.TempDir(), slog.New(slog.DiscardHandler), defaultSegmentSize)
+			w, err := openWAL(osFS{}, b.TempDir(), slog.New(slog.DiscardHandler), defaultSegmentSize)
 			if err != nil {
 				b.Fatal(err)
 			}

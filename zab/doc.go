@@ -62,14 +62,17 @@
 // it. The log is therefore trimmed only at or below an index that
 // StateMachine.Sync returned, and never in the active segment.
 //
-// On Open, a torn or corrupt tail of the last segment (a partial record, or
-// a record with a bad checksum that no valid record follows) is what a crash
-// mid-write leaves behind; it can hold nothing acknowledged, so it is
-// truncated with a warning. Zeros alone after a segment's last record are
-// its unused preallocated space, not damage. Any other damage (a bad or
-// zeroed record followed by a valid one, a bad record or non-zero bytes
-// after the records of an older segment, a gap in the indexes) makes Open
-// fail rather than serve wrong data.
+// On Open, damage that can only be the last group write, torn by a crash
+// or a power loss (zeros, garbage or a partial record after the last whole
+// one, possibly followed by records of that same group whose pages reached
+// the disk first), holds nothing acknowledged and is truncated with a
+// warning: at most one group write is ever unsynced, and each record says
+// which group write it belongs to. Zeros alone after a segment's last
+// record are its unused preallocated space, not damage. Damage that the
+// disk proves acknowledged makes Open fail, naming the segment and the
+// offset, rather than serve wrong data: damage followed by a record of a
+// later group write, any damage in an older segment, a gap in the indexes
+// (see scanSegment for the whole rule).
 //
 // # Identifiers
 //

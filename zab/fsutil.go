@@ -3,16 +3,106 @@ package zab
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
 )
 
-// fdatasync flushes f's data, and the metadata needed to read it back (its
-// size), to stable storage. It is cheaper than fsync because it skips
-// timestamps.
-func fdatasync(f *os.File) error {
+// fileSystem is the filesystem as the log uses it: the few operations
+// whose durability its recovery rule depends on (see scanSegment). osFS is
+// the real one; tests substitute a disk that loses power (powerFS).
+type fileSystem interface {
+	// ReadDir lists the names of dir's regular files.
+	ReadDir(dir string) ([]string, error)
+	ReadFile(path string) ([]byte, error)
+	// OpenFile opens path with os.OpenFile's flags, creating it 0o644.
+	OpenFile(path string, flag int) (logFile, error)
+	Remove(path string) error
+	Rename(from, to string) error
+	// SyncDir makes dir's entries (files created, renamed and removed in
+	// it) durable.
+	SyncDir(dir string) error
+}
+
+// logFile is an open file of a fileSystem.
+type logFile interface {
+	io.ReaderAt
+	io.WriterAt
+	io.Writer
+	Name() string
+	Size() (int64, error)
+	Truncate(size int64) error
+	// Sync flushes the file's data and metadata to stable storage (fsync).
+	Sync() error
+	// Datasync flushes its data and the metadata needed to read it back,
+	// its size (fdatasync); cheaper than Sync because it skips timestamps.
+	Datasync() error
+	// Allocate allocates the file's blocks up to size and sets its size to
+	// at least size (the new space reads as zeros), so that writes inside
+	// it do not grow the file. It never shrinks the file. It returns an
+	// error wrapping errNoPreallocate when the filesystem cannot.
+	Allocate(size int64) error
+	Close() error
+}
+
+// errNoPreallocate means the filesystem does not support preallocating a
+// file's blocks.
+var errNoPreallocate = errors.New("preallocation not supported")
+
+// osFS is the operating system's filesystem.
+type osFS struct{}
+
+func (osFS) ReadDir(dir string) ([]string, error) {
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(des))
+	for _, de := range des {
+		if de.Type().IsRegular() {
+			names = append(names, de.Name())
+		}
+	}
+	return names, nil
+}
+
+func (osFS) ReadFile(path string) ([]byte, error) { return os.ReadFile(path) }
+func (osFS) Remove(path string) error             { return os.Remove(path) }
+func (osFS) Rename(from, to string) error         { return os.Rename(from, to) }
+
+func (osFS) OpenFile(path string, flag int) (logFile, error) {
+	f, err := os.OpenFile(path, flag, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return osFile{f}, nil
+}
+
+func (osFS) SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("open directory for sync: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+type osFile struct{ *os.File }
+
+func (f osFile) Size() (int64, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
+}
+
+func (f osFile) Datasync() error {
 	for {
 		err := unix.Fdatasync(int(f.Fd()))
 		if errors.Is(err, unix.EINTR) {
@@ -25,32 +115,11 @@ func fdatasync(f *os.File) error {
 	}
 }
 
-// syncDir makes the directory's entries (created, renamed and removed
-// files) durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("open directory for sync: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync directory %s: %w", dir, err)
-	}
-	return nil
-}
-
-// errNoPreallocate means the filesystem does not support preallocating a
-// file's blocks.
-var errNoPreallocate = errors.New("preallocation not supported")
-
-// preallocate allocates f's blocks up to size and sets its size to at
-// least size (fallocate mode 0; the new space reads as zeros), so writes
-// inside it do not grow the file. It never shrinks f. It returns an error
-// wrapping errNoPreallocate when the filesystem refuses (EOPNOTSUPP, or
-// EINVAL for a mode it lacks).
-func preallocate(f *os.File, size int64) error {
+// Allocate is fallocate mode 0. EOPNOTSUPP, or EINVAL for a mode the
+// filesystem lacks, mean it cannot preallocate.
+func (f osFile) Allocate(size int64) error {
 	for {
-		err := fallocate(int(f.Fd()), 0, 0, size)
+		err := unix.Fallocate(int(f.Fd()), 0, 0, size)
 		switch {
 		case err == nil:
 			return nil
@@ -63,23 +132,19 @@ func preallocate(f *os.File, size int64) error {
 	}
 }
 
-// fallocate is unix.Fallocate; tests replace it to play a filesystem
-// without preallocation.
-var fallocate = unix.Fallocate
-
 // writeFileAtomic replaces path with data so that after a crash the file
 // holds either the old or the new content, never a mix: it writes a
 // temporary file, fsyncs it, renames it over path and fsyncs the directory.
-func writeFileAtomic(path string, data []byte) error {
-	return createFileAtomic(path, data, nil)
+func writeFileAtomic(fsys fileSystem, path string, data []byte) error {
+	return createFileAtomic(fsys, path, data, nil)
 }
 
 // createFileAtomic is writeFileAtomic with a prepare step, which may
 // change the temporary file (after data is written, before the fsync).
 // The temporary file is removed if anything fails before the rename.
-func createFileAtomic(path string, data []byte, prepare func(*os.File) error) error {
+func createFileAtomic(fsys fileSystem, path string, data []byte, prepare func(logFile) error) error {
 	tmp := path + tmpSuffix
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
 	if err != nil {
 		return fmt.Errorf("create %s: %w", tmp, err)
 	}
@@ -101,13 +166,24 @@ func createFileAtomic(path string, data []byte, prepare func(*os.File) error) er
 		err = fmt.Errorf("close %s: %w", tmp, cerr)
 	}
 	if err != nil {
-		os.Remove(tmp)
+		fsys.Remove(tmp)
 		return err
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := fsys.Rename(tmp, path); err != nil {
 		return fmt.Errorf("rename %s: %w", tmp, err)
 	}
-	return syncDir(filepath.Dir(path))
+	return fsys.SyncDir(filepath.Dir(path))
+}
+
+// removeFileDurably removes path and fsyncs its directory before it
+// returns, so that removals made one after another reach the disk in that
+// order: a filesystem may otherwise persist a later removal without an
+// earlier one.
+func removeFileDurably(fsys fileSystem, path string) error {
+	if err := fsys.Remove(path); err != nil {
+		return err
+	}
+	return fsys.SyncDir(filepath.Dir(path))
 }
 
 // tmpSuffix marks files that are not yet in place; leftovers from a crash

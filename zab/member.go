@@ -303,7 +303,7 @@ func openLog(cfg Config, sm StateMachine) (epochs, *wal, uint64, error) {
 	if err != nil {
 		return epochs{}, nil, 0, err
 	}
-	w, err := openWAL(cfg.Dir, cfg.Logger, cfg.SegmentSize)
+	w, err := openWAL(osFS{}, cfg.Dir, cfg.Logger, cfg.SegmentSize)
 	if err != nil {
 		return epochs{}, nil, 0, err
 	}

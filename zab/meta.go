@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io/fs"
-	"os"
 	"path/filepath"
 )
 
@@ -49,7 +48,7 @@ func decodeEpochs(b []byte) (epochs, error) {
 
 // readEpochs returns the persisted epochs, or zero epochs for a new log.
 func readEpochs(dir string) (epochs, error) {
-	b, err := os.ReadFile(filepath.Join(dir, epochFileName))
+	b, err := osFS{}.ReadFile(filepath.Join(dir, epochFileName))
 	if errors.Is(err, fs.ErrNotExist) {
 		return epochs{}, nil
 	}
@@ -66,7 +65,7 @@ func readEpochs(dir string) (epochs, error) {
 
 // writeEpochs persists e durably; it returns only once e is on disk.
 func writeEpochs(dir string, e epochs) error {
-	if err := writeFileAtomic(filepath.Join(dir, epochFileName), encodeEpochs(e)); err != nil {
+	if err := writeFileAtomic(osFS{}, filepath.Join(dir, epochFileName), encodeEpochs(e)); err != nil {
 		return fmt.Errorf("persist epochs: %w", err)
 	}
 	return nil

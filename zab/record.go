@@ -16,18 +16,28 @@ import (
 // means a damaged length field is caught by the checksum rather than
 // silently shifting every later record.
 //
-// A record whose entry names its proposer (Origin or ReqID non-zero) sets
-// the top bit of bodyLen and carries origin uint64 | reqID uint64 between
-// time and data. Records written before replication never set that bit, so
-// they read as before.
+// Two flag bits of bodyLen add optional fields between time and data, in
+// this order:
+//
+//   - recordExtFlag: origin uint64 | reqID uint64, for an entry that names
+//     its proposer (Origin or ReqID non-zero).
+//   - recordGroupFlag: groupPos uint32, how many records precede this one
+//     in the group write (one write and one fdatasync) that wrote it. It
+//     tells recovery which records were acknowledged: a record of a later
+//     group proves an earlier group was synced (see scanSegment). Every
+//     record the log writes now carries it; records written before it
+//     existed do not, and read as before.
 const (
 	recordPrefixSize = 8  // bodyLen + crc
 	recordFixedBody  = 24 // index + zxid + time
-	recordExtBody    = recordFixedBody + 16
+	recordExtSize    = 16 // origin + reqID
+	recordGroupSize  = 4  // groupPos
+	recordExtBody    = recordFixedBody + recordExtSize
 	recordExtFlag    = 1 << 31
+	recordGroupFlag  = 1 << 30
 	recordHeaderSize = recordPrefixSize + recordFixedBody
 	maxRecordBody    = 256 << 20 // hard bound so a damaged length never drives a huge allocation
-	maxEntryDataHard = maxRecordBody - recordExtBody
+	maxEntryDataHard = maxRecordBody - recordExtBody - recordGroupSize
 )
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -40,25 +50,35 @@ var (
 	errCorruptRecord = errors.New("record corrupt")
 )
 
-// recordSize is the encoded size of an entry with dataLen payload bytes and
-// no proposer.
+// recordSize is the encoded size of an entry with dataLen payload bytes,
+// no proposer and no group.
 func recordSize(dataLen int) int { return recordHeaderSize + dataLen }
 
-// entryRecordSize is the encoded size of e.
+// entryRecordSize is the encoded size of e as the log writes it (with its
+// group).
 func entryRecordSize(e Entry) int {
+	n := recordSize(len(e.Data)) + recordGroupSize
 	if e.Origin != 0 || e.ReqID != 0 {
-		return recordPrefixSize + recordExtBody + len(e.Data)
+		n += recordExtSize
 	}
-	return recordSize(len(e.Data))
+	return n
 }
 
-// appendRecord appends e's encoding to dst.
-func appendRecord(dst []byte, e Entry) []byte {
+// appendRecord appends e's encoding to dst. groupFirst is the index of the
+// first entry of the group write e belongs to, so at most e.Index; 0
+// leaves the group out (as records written before it existed did). A group
+// is one in-memory write, far below 2^32 records, so its position fits.
+func appendRecord(dst []byte, e Entry, groupFirst uint64) []byte {
 	start := len(dst)
 	ext := e.Origin != 0 || e.ReqID != 0
 	bodyLen := uint32(recordFixedBody + len(e.Data))
 	if ext {
-		bodyLen = uint32(recordExtBody+len(e.Data)) | recordExtFlag
+		bodyLen += recordExtSize
+		bodyLen |= recordExtFlag
+	}
+	if groupFirst != 0 {
+		bodyLen += recordGroupSize
+		bodyLen |= recordGroupFlag
 	}
 	dst = binary.LittleEndian.AppendUint32(dst, bodyLen)
 	dst = binary.LittleEndian.AppendUint32(dst, 0) // crc, filled below
@@ -68,6 +88,9 @@ func appendRecord(dst []byte, e Entry) []byte {
 	if ext {
 		dst = binary.LittleEndian.AppendUint64(dst, e.Origin)
 		dst = binary.LittleEndian.AppendUint64(dst, e.ReqID)
+	}
+	if groupFirst != 0 {
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(e.Index-groupFirst))
 	}
 	dst = append(dst, e.Data...)
 	binary.LittleEndian.PutUint32(dst[start+4:], recordChecksum(dst[start:]))
@@ -85,62 +108,83 @@ func recordChecksum(rec []byte) uint32 {
 // its encoded length. The entry's Data aliases buf. It never panics, whatever
 // buf holds.
 func decodeRecord(buf []byte) (Entry, int, error) {
+	e, _, n, err := decodeRecordGroup(buf)
+	return e, n, err
+}
+
+// decodeRecordGroup is decodeRecord that also returns the index of the
+// first entry of the group write the record belongs to, or 0 if the record
+// does not say.
+func decodeRecordGroup(buf []byte) (e Entry, groupFirst uint64, n int, err error) {
 	if len(buf) < recordPrefixSize {
-		return Entry{}, 0, errShortRecord
+		return Entry{}, 0, 0, errShortRecord
 	}
 	rawLen := binary.LittleEndian.Uint32(buf)
 	bodyLen, fixed, ok := recordBodyLen(rawLen)
 	if !ok {
-		return Entry{}, 0, fmt.Errorf("%w: body length %#x out of range", errCorruptRecord, rawLen)
+		return Entry{}, 0, 0, fmt.Errorf("%w: body length %#x out of range", errCorruptRecord, rawLen)
 	}
-	n := recordPrefixSize + int(bodyLen)
+	n = recordPrefixSize + int(bodyLen)
 	if len(buf) < n {
-		return Entry{}, 0, errShortRecord
+		return Entry{}, 0, 0, errShortRecord
 	}
 	rec := buf[:n]
 	if want, got := binary.LittleEndian.Uint32(rec[4:]), recordChecksum(rec); want != got {
-		return Entry{}, 0, fmt.Errorf("%w: checksum mismatch (stored %08x, computed %08x)", errCorruptRecord, want, got)
+		return Entry{}, 0, 0, fmt.Errorf("%w: checksum mismatch (stored %08x, computed %08x)", errCorruptRecord, want, got)
 	}
-	e := Entry{
+	e = Entry{
 		Index: binary.LittleEndian.Uint64(rec[8:]),
 		Zxid:  binary.LittleEndian.Uint64(rec[16:]),
 		Time:  int64(binary.LittleEndian.Uint64(rec[24:])),
 		Data:  rec[recordPrefixSize+fixed : n : n],
 	}
-	if fixed == recordExtBody {
-		e.Origin = binary.LittleEndian.Uint64(rec[32:])
-		e.ReqID = binary.LittleEndian.Uint64(rec[40:])
+	off := recordPrefixSize + recordFixedBody
+	if rawLen&recordExtFlag != 0 {
+		e.Origin = binary.LittleEndian.Uint64(rec[off:])
+		e.ReqID = binary.LittleEndian.Uint64(rec[off+8:])
+		off += recordExtSize
 	}
-	return e, n, nil
+	if rawLen&recordGroupFlag != 0 {
+		pos := uint64(binary.LittleEndian.Uint32(rec[off:]))
+		if pos >= e.Index {
+			return Entry{}, 0, 0, fmt.Errorf("%w: record %d says %d records of its group precede it", errCorruptRecord, e.Index, pos)
+		}
+		groupFirst = e.Index - pos
+	}
+	return e, groupFirst, n, nil
 }
 
 // recordBodyLen splits a stored bodyLen field into the body length and the
-// size of the body's fixed part, and checks the length is in range.
+// size of the body's fixed part (the optional fields included), and checks
+// the length is in range.
 func recordBodyLen(raw uint32) (bodyLen uint32, fixed int, ok bool) {
-	bodyLen, fixed = raw, recordFixedBody
+	bodyLen, fixed = raw&^(recordExtFlag|recordGroupFlag), recordFixedBody
 	if raw&recordExtFlag != 0 {
-		bodyLen, fixed = raw&^recordExtFlag, recordExtBody
+		fixed += recordExtSize
+	}
+	if raw&recordGroupFlag != 0 {
+		fixed += recordGroupSize
 	}
 	return bodyLen, fixed, bodyLen >= uint32(fixed) && bodyLen <= maxRecordBody
 }
 
-// looksLikeRecordAt reports whether a valid record whose index lies in
-// (after, limit] starts at buf[off:]. It filters on the cheap fields before
-// paying for a checksum, so scanning every offset of a damaged tail stays
-// fast.
-func looksLikeRecordAt(buf []byte, off int, after, limit uint64) bool {
+// recordAt returns the valid record whose index lies in (after, limit]
+// that starts at buf[off:], if one does, with its group's first index and
+// its length. It filters on the cheap fields before paying for a checksum,
+// so scanning every offset of a damaged tail stays fast.
+func recordAt(buf []byte, off int, after, limit uint64) (e Entry, groupFirst uint64, n int, ok bool) {
 	rest := buf[off:]
 	if len(rest) < recordHeaderSize {
-		return false
+		return Entry{}, 0, 0, false
 	}
 	bodyLen, _, ok := recordBodyLen(binary.LittleEndian.Uint32(rest))
 	if !ok || int(bodyLen) > len(rest)-recordPrefixSize {
-		return false
+		return Entry{}, 0, 0, false
 	}
 	idx := binary.LittleEndian.Uint64(rest[8:])
 	if idx <= after || idx > limit {
-		return false
+		return Entry{}, 0, 0, false
 	}
-	_, _, err := decodeRecord(rest)
-	return err == nil
+	e, groupFirst, n, err := decodeRecordGroup(rest)
+	return e, groupFirst, n, err == nil
 }

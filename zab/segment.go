@@ -15,8 +15,14 @@ import (
 // before it: after trimming, or after a follower installs a snapshot, the
 // log must still know where its history joins the state machine's. A
 // segment is created whole, header included, before any record goes into
-// it, so a valid log never holds a torn header. Segments with the first
-// header version (no previous zxid) are still read.
+// it, so a valid log never holds a torn header.
+//
+// The header's magic is its version. The current one (3) promises that
+// every record in the segment was written with its group (see record.go);
+// the log appends only to a current segment, so that a binary that does
+// not know groups refuses the segment rather than take its records for a
+// torn tail. Segments of versions 1 (no previous zxid) and 2 (records
+// without groups) are still read, and sealed on open (see resume).
 //
 // A segment file is preallocated to the segment size: the space after its
 // last record reads as zeros, and zeros are never a record (a body length
@@ -25,7 +31,8 @@ import (
 const (
 	segmentSuffix       = ".log"
 	segmentMagicV1      = "JANUSZAB"
-	segmentMagic        = "JANUSZB2"
+	segmentMagicV2      = "JANUSZB2"
+	segmentMagic        = "JANUSZB3"
 	segmentHeaderSizeV1 = len(segmentMagicV1) + 8
 	segmentHeaderSize   = len(segmentMagic) + 16
 )
@@ -58,7 +65,7 @@ func segmentHeader(first, prevZxid uint64) []byte {
 // zxid (0 in a first-version header).
 func parseSegmentHeader(buf []byte) (size int, first, prevZxid uint64, err error) {
 	switch {
-	case len(buf) >= segmentHeaderSize && string(buf[:len(segmentMagic)]) == segmentMagic:
+	case len(buf) >= segmentHeaderSize && (isCurrentSegment(buf) || string(buf[:len(segmentMagicV2)]) == segmentMagicV2):
 		return segmentHeaderSize, binary.LittleEndian.Uint64(buf[8:]), binary.LittleEndian.Uint64(buf[16:]), nil
 	case len(buf) >= segmentHeaderSizeV1 && string(buf[:len(segmentMagicV1)]) == segmentMagicV1:
 		return segmentHeaderSizeV1, binary.LittleEndian.Uint64(buf[8:]), 0, nil
@@ -66,27 +73,60 @@ func parseSegmentHeader(buf []byte) (size int, first, prevZxid uint64, err error
 	return 0, 0, 0, errors.New("bad segment header")
 }
 
+// isCurrentSegment reports whether buf starts with a current-version
+// segment header.
+func isCurrentSegment(buf []byte) bool {
+	return len(buf) >= len(segmentMagic) && string(buf[:len(segmentMagic)]) == segmentMagic
+}
+
 // segmentScan is what reading one segment found.
 type segmentScan struct {
 	last     uint64 // index of the last whole record; first-1 if none
 	lastZxid uint64
 	lastTime int64
-	end      int    // offset just past the last whole record
-	torn     error  // non-nil when the segment has a damaged tail after end
-	header   int    // header size
-	prevZxid uint64 // the header's previous zxid (0 if it has none)
+	end      int   // offset just past the last whole record
+	torn     error // non-nil when the segment has a damaged tail after end
+	// tornRecords counts the valid records of the torn group found beyond
+	// the damage (its pages were written back out of order).
+	tornRecords int
+	header      int    // header size
+	prevZxid    uint64 // the header's previous zxid (0 if it has none)
+	current     bool   // the header is the current version
 }
 
 // scanSegment validates a segment's bytes. first is the index its name
-// promises; prevZxid the zxid of the record before it. Where the records
-// stop and only zeros follow, up to the end of buf, is the segment's end
-// (its unused preallocated space), in any segment. Otherwise, in a sealed
-// (not last) segment any damaged record, or any non-zero byte after the
-// last record, is an error. In the last segment it is a torn tail, unless
-// some valid later record follows it, which means the damage is in the
-// middle of acknowledged data: zeros then valid records count as damage
-// too, never as the end. onRecord, if not nil, sees every whole record in
-// order.
+// promises; prevZxid the zxid of the record before it. onRecord, if not
+// nil, sees every whole record in order.
+//
+// Where the records stop and only zeros follow, up to the end of buf, is
+// the segment's end (its unused preallocated space), in any segment.
+// Anything else after the last whole record is damage, and whether the log
+// may cut it depends on whether it can hold an acknowledged record.
+//
+// The log writes each group of records with one write and then one
+// fdatasync, and writes nothing more before that fdatasync returns. So at
+// any moment at most one group write is not yet on stable storage: the
+// last one, at the end of the last segment (a group never spans segments,
+// and a segment is created durable before any group goes into it). A power
+// loss may leave any part of that group missing, torn, zeroed, or written
+// back in any page order; every byte before it was synced, and so was every
+// byte of a sealed (not last) segment. A record is acknowledged only once
+// the fdatasync after its group returned, so the only bytes that may be
+// damaged without losing an acknowledged record are those of the last
+// group write.
+//
+// Hence, in a sealed segment any damage is an error. In the last segment,
+// with the first damaged record expected to be index k, every valid record
+// after the damage is examined: one written by a later group write than
+// k's (its group began after k) proves that k's group had been synced
+// before it was written, so the damage is in acknowledged data and is an
+// error; one that does not say its group (written before records carried
+// it) gives no such proof and is an error too. Records of k's own group may
+// lie beyond the damage (pages written back out of order); they and the
+// damage are a torn tail, which openWAL cuts. Damage to the last group
+// written is therefore always cut, even if its fdatasync had returned:
+// nothing on disk tells a torn write of that group from later damage to
+// it.
 func scanSegment(buf []byte, first, prevZxid uint64, isLast bool, onRecord func(Entry)) (segmentScan, error) {
 	hdr, got, hdrPrev, err := parseSegmentHeader(buf)
 	if err != nil {
@@ -98,7 +138,7 @@ func scanSegment(buf []byte, first, prevZxid uint64, isLast bool, onRecord func(
 	if prevZxid == 0 {
 		prevZxid = hdrPrev
 	}
-	s := segmentScan{last: first - 1, lastZxid: prevZxid, end: hdr, header: hdr, prevZxid: hdrPrev}
+	s := segmentScan{last: first - 1, lastZxid: prevZxid, end: hdr, header: hdr, prevZxid: hdrPrev, current: isCurrentSegment(buf)}
 	for s.end < len(buf) {
 		e, n, err := decodeRecord(buf[s.end:])
 		if err != nil {
@@ -109,17 +149,11 @@ func scanSegment(buf []byte, first, prevZxid uint64, isLast bool, onRecord func(
 			if !isLast {
 				return s, fmt.Errorf("damaged record at offset %d (index %d) in a sealed segment: %w", s.end, s.last+1, err)
 			}
-			// Any valid record after the damage must have a higher index; each
-			// takes at least recordHeaderSize bytes, which bounds how high. It
-			// starts with a non-zero length, so before the trailing zeros.
-			limit := s.last + uint64(len(buf)-s.end)/recordHeaderSize + 1
-			for p := s.end + 1; p < s.end+len(rest); p++ {
-				if looksLikeRecordAt(buf, p, s.last, limit) {
-					return s, fmt.Errorf("damaged record at offset %d (index %d) is followed by a valid record at offset %d: %w",
-						s.end, s.last+1, p, err)
-				}
+			after, acked := checkTornTail(buf, s.end, s.end+len(rest), s.last+1)
+			if acked != nil {
+				return s, fmt.Errorf("damaged record at offset %d (index %d) %v: %w", s.end, s.last+1, acked, err)
 			}
-			s.torn = err
+			s.torn, s.tornRecords = err, after
 			return s, nil
 		}
 		if e.Index != s.last+1 {
@@ -136,6 +170,41 @@ func scanSegment(buf []byte, first, prevZxid uint64, isLast bool, onRecord func(
 		}
 	}
 	return s, nil
+}
+
+// checkTornTail examines buf[from:to], damage at the end of the last
+// segment that begins where record k was expected, and returns an error
+// saying why if a valid record in it shows the damage covers an
+// acknowledged record (see scanSegment). Otherwise it returns how many
+// valid records of k's group it found there.
+func checkTornTail(buf []byte, from, to int, k uint64) (sameGroup int, err error) {
+	// Any valid record after the damage has index k or higher; each takes
+	// at least recordHeaderSize bytes, which bounds how high. It starts
+	// with a non-zero length, so before to.
+	limit := k + uint64(len(buf)-from)/recordHeaderSize
+	for p := from + 1; p < to; {
+		e, groupFirst, n, ok := recordAt(buf, p, k-1, limit)
+		if !ok {
+			p++
+			continue
+		}
+		switch {
+		case groupFirst == 0:
+			return 0, fmt.Errorf("is followed by a valid record at offset %d (index %d) that does not say which group write it belongs to", p, e.Index)
+		case groupFirst > k:
+			return 0, fmt.Errorf("is followed by a valid record at offset %d (index %d) of a later group write (from index %d), so it had been synced", p, e.Index, groupFirst)
+		case e.Index == k || p < from+int(e.Index-k)*recordHeaderSize:
+			// The group write put record k at from and the ones after
+			// it in order, each at least a header long: these bytes
+			// are not that write's.
+			return 0, fmt.Errorf("is followed by a valid record at offset %d (index %d) where its group write cannot have put it", p, e.Index)
+		}
+		// A record of k's own group, written back before the damaged
+		// part: records inside its payload are payload.
+		sameGroup++
+		p += n
+	}
+	return sameGroup, nil
 }
 
 // trimZeros returns b without its trailing zero bytes.

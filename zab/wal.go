@@ -21,6 +21,9 @@ type segment struct {
 	// the file, which is preallocated beyond it (see openSegment). It is
 	// never the file's size.
 	end int64
+	// current is whether its header is the current version, whose records
+	// carry their group; only a current segment is appended to.
+	current bool
 }
 
 // zxidRun is a stretch of the log whose zxids are consecutive within one
@@ -49,6 +52,7 @@ type logBase struct {
 // the fields marked writer-owned belong to one goroutine (the member's
 // writer); trim and reads may run beside it and share only segs, under mu.
 type wal struct {
+	fs          fileSystem
 	dir         string
 	logger      *slog.Logger
 	segmentSize int64
@@ -62,7 +66,7 @@ type wal struct {
 	base  logBase
 
 	// Writer-owned.
-	active     *os.File
+	active     logFile
 	activeEnd  int64 // where the next append goes in active: its segment's end
 	lastIndex  uint64
 	lastZxid   uint64
@@ -71,26 +75,26 @@ type wal struct {
 	noPrealloc bool // the filesystem refused to preallocate (logged once)
 }
 
-// openWAL reads and validates every segment in dir, truncating a torn tail
-// of the last one. Zeros after a segment's last record are its unused,
+// openWAL reads and validates every segment in dir (on fsys), truncating a
+// torn tail of the last one (see scanSegment for what is torn and what is
+// refused). Zeros after a segment's last record are its unused,
 // preallocated space, not damage. It leaves no segment open for writing:
 // call resume or reset next.
-func openWAL(dir string, logger *slog.Logger, segmentSize int64) (*wal, error) {
-	w := &wal{dir: dir, logger: logger, segmentSize: segmentSize}
-	names, err := os.ReadDir(dir)
+func openWAL(fsys fileSystem, dir string, logger *slog.Logger, segmentSize int64) (*wal, error) {
+	w := &wal{fs: fsys, dir: dir, logger: logger, segmentSize: segmentSize}
+	names, err := fsys.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("read log directory: %w", err)
 	}
-	for _, de := range names {
-		name := de.Name()
+	for _, name := range names {
 		if strings.HasSuffix(name, tmpSuffix) {
 			// Never renamed into place, so never part of the log.
-			if err := os.Remove(filepath.Join(dir, name)); err != nil {
+			if err := fsys.Remove(filepath.Join(dir, name)); err != nil {
 				return nil, fmt.Errorf("remove leftover %s: %w", name, err)
 			}
 			continue
 		}
-		if first, ok := parseSegmentName(name); ok && de.Type().IsRegular() {
+		if first, ok := parseSegmentName(name); ok {
 			w.segs = append(w.segs, segment{first: first, path: filepath.Join(dir, name)})
 		}
 	}
@@ -103,7 +107,7 @@ func openWAL(dir string, logger *slog.Logger, segmentSize int64) (*wal, error) {
 			return nil, fmt.Errorf("log segment %s starts at index %d but the previous one ends at %d: entries are missing",
 				filepath.Base(seg.path), seg.first, w.lastIndex)
 		}
-		buf, err := os.ReadFile(seg.path)
+		buf, err := fsys.ReadFile(seg.path)
 		if err != nil {
 			return nil, fmt.Errorf("read log segment: %w", err)
 		}
@@ -111,7 +115,7 @@ func openWAL(dir string, logger *slog.Logger, segmentSize int64) (*wal, error) {
 		if err != nil {
 			return nil, fmt.Errorf("log segment %s is corrupt, refusing to start: %w", seg.path, err)
 		}
-		seg.header, seg.end = s.header, int64(s.end)
+		seg.header, seg.end, seg.current = s.header, int64(s.end), s.current
 		if i == 0 {
 			w.base = logBase{index: seg.first - 1, zxid: s.prevZxid}
 			w.lastZxid = s.prevZxid
@@ -122,8 +126,8 @@ func openWAL(dir string, logger *slog.Logger, segmentSize int64) (*wal, error) {
 			// preallocates the segment again.
 			w.logger.Warn("truncating torn tail of the log",
 				"segment", seg.path, "offset", s.end, "bytes_dropped", len(trimZeros(buf[s.end:])),
-				"last_whole_index", s.last, "reason", s.torn.Error())
-			if err := truncateFile(seg.path, int64(s.end)); err != nil {
+				"last_whole_index", s.last, "records_after_damage", s.tornRecords, "reason", s.torn.Error())
+			if err := truncateFile(fsys, seg.path, int64(s.end)); err != nil {
 				return nil, err
 			}
 		}
@@ -215,8 +219,9 @@ func cmpUint64(a, b uint64) int {
 	return 0
 }
 
-func truncateFile(path string, size int64) error {
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+// truncateFile cuts path to size, durably.
+func truncateFile(fsys fileSystem, path string, size int64) error {
+	f, err := fsys.OpenFile(path, os.O_WRONLY)
 	if err != nil {
 		return fmt.Errorf("open %s to truncate: %w", path, err)
 	}
@@ -248,17 +253,27 @@ func (w *wal) segmentCount() int {
 
 // resume opens the last segment for appending at its end. A segment
 // shorter than the segment size (cut by a truncation, or written before
-// segments were preallocated) is preallocated again first.
+// segments were preallocated) is preallocated again first. A segment of an
+// older version is not appended to: it is sealed, and a current one
+// continues it (or replaces it, if it holds no records).
 func (w *wal) resume() error {
 	w.mu.Lock()
-	seg := w.segs[len(w.segs)-1]
+	n := len(w.segs)
+	seg := w.segs[n-1]
+	if !seg.current && seg.last < seg.first {
+		w.segs = w.segs[:n-1]
+	}
 	w.mu.Unlock()
-	f, err := os.OpenFile(seg.path, os.O_WRONLY, 0)
+	if !seg.current {
+		// openSegment renames the new segment over an empty old one.
+		return w.openSegment(w.lastIndex + 1)
+	}
+	f, err := w.fs.OpenFile(seg.path, os.O_WRONLY)
 	if err != nil {
 		return fmt.Errorf("open active segment: %w", err)
 	}
-	fi, err := f.Stat()
-	if err == nil && fi.Size() < w.segmentSize {
+	size, err := f.Size()
+	if err == nil && size < w.segmentSize {
 		if err = w.preallocate(f); err == nil {
 			err = f.Sync()
 		}
@@ -274,11 +289,11 @@ func (w *wal) resume() error {
 // preallocate extends f to the segment size, unless the filesystem has
 // refused before: the first refusal is logged, and from then on segment
 // files grow as records are appended.
-func (w *wal) preallocate(f *os.File) error {
+func (w *wal) preallocate(f logFile) error {
 	if w.noPrealloc {
 		return nil
 	}
-	err := preallocate(f, w.segmentSize)
+	err := f.Allocate(w.segmentSize)
 	if errors.Is(err, errNoPreallocate) {
 		w.noPrealloc = true
 		w.logger.Warn("log segments cannot be preallocated on this filesystem; each sync also commits the segment's growth",
@@ -306,9 +321,10 @@ func (w *wal) resetAt(base logBase) error {
 	old := w.segs
 	w.segs, w.runs, w.base = nil, nil, base
 	w.mu.Unlock()
-	// Newest first: a crash part way leaves a contiguous (shorter) log.
+	// Newest first, each removal durable before the next: a crash part way
+	// leaves a contiguous (shorter) log.
 	for i := len(old) - 1; i >= 0; i-- {
-		if err := os.Remove(old[i].path); err != nil {
+		if err := removeFileDurably(w.fs, old[i].path); err != nil {
 			return fmt.Errorf("remove obsolete segment: %w", err)
 		}
 	}
@@ -335,8 +351,9 @@ func (w *wal) truncateAfter(index uint64) error {
 	if err := w.close(); err != nil {
 		return err
 	}
-	// Whole segments past index go first, newest first, so that a crash
-	// part way leaves a contiguous log.
+	// Whole segments past index go first, newest first, each removal
+	// durable before the next, so that a crash part way leaves a
+	// contiguous log.
 	for {
 		w.mu.Lock()
 		n := len(w.segs)
@@ -345,20 +362,17 @@ func (w *wal) truncateAfter(index uint64) error {
 		if n == 1 || last.first <= index {
 			break
 		}
-		if err := os.Remove(last.path); err != nil {
+		if err := removeFileDurably(w.fs, last.path); err != nil {
 			return fmt.Errorf("remove truncated segment: %w", err)
 		}
 		w.mu.Lock()
 		w.segs = w.segs[:n-1]
 		w.mu.Unlock()
 	}
-	if err := syncDir(w.dir); err != nil {
-		return err
-	}
 	w.mu.Lock()
 	seg := w.segs[len(w.segs)-1]
 	w.mu.Unlock()
-	buf, err := readSegment(seg)
+	buf, err := w.readSegment(seg)
 	if err != nil {
 		return fmt.Errorf("read segment to truncate: %w", err)
 	}
@@ -374,7 +388,7 @@ func (w *wal) truncateAfter(index uint64) error {
 	// Cut rather than zeroed, so that a crash leaves either every dropped
 	// record or none, never a damaged one before whole ones; resume
 	// preallocates the segment again.
-	if err := truncateFile(seg.path, int64(off)); err != nil {
+	if err := truncateFile(w.fs, seg.path, int64(off)); err != nil {
 		return err
 	}
 	w.mu.Lock()
@@ -402,23 +416,26 @@ func (w *wal) truncateAfter(index uint64) error {
 // mark the log's end.
 func (w *wal) openSegment(first uint64) error {
 	path := filepath.Join(w.dir, segmentName(first))
-	if err := createFileAtomic(path, segmentHeader(first, w.lastZxid), w.preallocate); err != nil {
+	if err := createFileAtomic(w.fs, path, segmentHeader(first, w.lastZxid), w.preallocate); err != nil {
 		return fmt.Errorf("create segment: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	f, err := w.fs.OpenFile(path, os.O_WRONLY)
 	if err != nil {
 		return fmt.Errorf("open new segment: %w", err)
 	}
 	w.active, w.activeEnd = f, int64(segmentHeaderSize)
 	w.mu.Lock()
-	w.segs = append(w.segs, segment{first: first, last: first - 1, path: path, header: segmentHeaderSize, end: int64(segmentHeaderSize)})
+	w.segs = append(w.segs, segment{first: first, last: first - 1, path: path, header: segmentHeaderSize, end: int64(segmentHeaderSize), current: true})
 	w.mu.Unlock()
 	return nil
 }
 
 // append writes entries, which must continue the log densely, and returns
-// once they are on stable storage (one fdatasync for all of them). After an
-// error the log's on-disk tail is unknown and the caller must stop writing.
+// once they are on stable storage (one fdatasync for all of them). They are
+// one group write: each record says where in it it sits, which recovery
+// relies on (see scanSegment), as it does on nothing else being written
+// before that fdatasync returns. After an error the log's on-disk tail is
+// unknown and the caller must stop writing.
 func (w *wal) append(entries []Entry) error { return w.appendThen(entries, nil) }
 
 // appendThen is append that calls written, if not nil, once the entries
@@ -430,13 +447,11 @@ func (w *wal) appendThen(entries []Entry, written func()) error {
 	}
 	w.buf = w.buf[:0]
 	for _, e := range entries {
-		w.buf = appendRecord(w.buf, e)
+		w.buf = appendRecord(w.buf, e, entries[0].Index)
 	}
 	// A group larger than a segment still goes whole into one (a fresh
 	// one), growing it past its preallocated size.
 	if w.activeEnd > int64(segmentHeaderSize) && w.activeEnd+int64(len(w.buf)) > w.segmentSize {
-		// (A first-version active segment is never empty by this measure,
-		// which only means it is sealed one append later.)
 		if err := w.roll(entries[0].Index); err != nil {
 			return err
 		}
@@ -448,7 +463,7 @@ func (w *wal) appendThen(entries []Entry, written func()) error {
 	if written != nil {
 		written()
 	}
-	if err := fdatasync(w.active); err != nil {
+	if err := w.active.Datasync(); err != nil {
 		return fmt.Errorf("sync log: %w", err)
 	}
 	last := entries[len(entries)-1]
@@ -489,15 +504,22 @@ func (w *wal) trimThrough(index uint64) (removed int, err error) {
 	for n < len(w.segs)-1 && w.segs[n].last <= index {
 		n++
 	}
-	// Oldest first, so a crash mid-trim still leaves a contiguous log.
-	for i := 0; i < n; i++ {
-		if err := os.Remove(w.segs[i].path); err != nil {
-			w.segs = w.segs[i:]
-			return i, fmt.Errorf("remove segment: %w", err)
+	// Oldest first, each removal durable before the next, so a crash
+	// mid-trim still leaves a contiguous log. A segment whose removal
+	// failed half way (removed, directory not synced) is gone all the same.
+	for removed < n {
+		path := w.segs[removed].path
+		if err = w.fs.Remove(path); err != nil {
+			err = fmt.Errorf("remove segment: %w", err)
+			break
+		}
+		removed++
+		if err = w.fs.SyncDir(w.dir); err != nil {
+			break
 		}
 	}
-	if n > 0 {
-		newFirst := w.segs[n].first
+	if removed > 0 {
+		newFirst := w.segs[removed].first
 		zxid, _ := w.zxidAtLocked(newFirst - 1)
 		w.base = logBase{index: newFirst - 1, zxid: zxid}
 		for len(w.runs) > 0 && w.runs[0].last < newFirst {
@@ -509,13 +531,8 @@ func (w *wal) trimThrough(index uint64) (removed int, err error) {
 			r.first = newFirst
 		}
 	}
-	w.segs = slices.Delete(w.segs, 0, n)
-	if n > 0 {
-		if err := syncDir(w.dir); err != nil {
-			return n, err
-		}
-	}
-	return n, nil
+	w.segs = slices.Delete(w.segs, 0, removed)
+	return removed, err
 }
 
 // errLogGap is returned by read when the requested entries are no longer in
@@ -543,7 +560,7 @@ func (w *wal) read(from, to uint64, batch int, fn func([]Entry) error) error {
 		if seg.last < next || seg.first > to {
 			continue
 		}
-		buf, err := readSegment(seg)
+		buf, err := w.readSegment(seg)
 		if err != nil {
 			return fmt.Errorf("read log segment: %w", err)
 		}
@@ -582,8 +599,8 @@ func (w *wal) read(from, to uint64, batch int, fn func([]Entry) error) error {
 }
 
 // readSegment reads seg's header and records, up to its end.
-func readSegment(seg segment) ([]byte, error) {
-	f, err := os.Open(seg.path)
+func (w *wal) readSegment(seg segment) ([]byte, error) {
+	f, err := w.fs.OpenFile(seg.path, os.O_RDONLY)
 	if err != nil {
 		return nil, err
 	}

@@ -16,7 +16,7 @@ func walEntries(first uint64, epoch uint32, counter uint32, n int) []Entry {
 
 func openTestWAL(t *testing.T, dir string) *wal {
 	t.Helper()
-	w, err := openWAL(dir, slog.New(slog.DiscardHandler), 300)
+	w, err := openWAL(osFS{}, dir, slog.New(slog.DiscardHandler), 300)
 	if err != nil {
 		t.Fatal(err)
 	}

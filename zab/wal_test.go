@@ -1,12 +1,12 @@
 package zab
 
 import (
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"golang.org/x/sys/unix"
 )
 
 func fileSize(t *testing.T, path string) int64 {
@@ -220,7 +220,7 @@ func TestOpenRemovesLeftoverTemporaryFiles(t *testing.T) {
 }
 
 // nextRecord encodes the record that would follow the last one of the
-// segment at path.
+// segment at path, as the first of a new group write.
 func nextRecord(t *testing.T, path string) []byte {
 	t.Helper()
 	buf, err := os.ReadFile(path)
@@ -232,7 +232,8 @@ func nextRecord(t *testing.T, path string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return appendRecord(nil, Entry{Index: last.Index + 1, Zxid: last.Zxid + 1, Time: last.Time, Data: []byte("late")})
+	next := last.Index + 1
+	return appendRecord(nil, Entry{Index: next, Zxid: last.Zxid + 1, Time: last.Time, Data: []byte("late")}, next)
 }
 
 // Segment files are preallocated to the segment size when created, rolled
@@ -354,22 +355,27 @@ func TestWALTruncateAfterKeepsPreallocation(t *testing.T) {
 // On a filesystem that cannot preallocate, the log says so once and grows
 // its segment files as it writes.
 func TestSegmentsWithoutPreallocation(t *testing.T) {
-	calls := 0
-	saved := fallocate
-	fallocate = func(fd int, mode uint32, off, size int64) error { calls++; return unix.EOPNOTSUPP }
-	t.Cleanup(func() { fallocate = saved })
-
 	dir := t.TempDir()
+	fsys := &noAllocateFS{fileSystem: osFS{}}
 	var logs logBuffer
-	cfg := Config{Dir: dir, SegmentSize: 300, Logger: logs.logger()}
-	m := openT(t, cfg, &memSM{})
-	proposeN(t, m, 20)
-	closeT(t, m)
+	w, err := openWAL(fsys, dir, logs.logger(), 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.reset(1); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if err := w.append(walEntries(uint64(i+1), 1, uint32(i+1), 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.close()
 	if got := strings.Count(logs.String(), "cannot be preallocated"); got != 1 {
 		t.Errorf("warned %d times about preallocation, want once:\n%s", got, logs.String())
 	}
-	if calls != 1 {
-		t.Errorf("fallocate called %d times after it was refused, want once", calls)
+	if fsys.calls != 1 {
+		t.Errorf("Allocate called %d times after it was refused, want once", fsys.calls)
 	}
 	segs := segmentFiles(t, dir)
 	if len(segs) < 2 {
@@ -380,5 +386,198 @@ func TestSegmentsWithoutPreallocation(t *testing.T) {
 			t.Errorf("%s is %d bytes, its records end at %d", filepath.Base(p), size, end)
 		}
 	}
-	checkLog(t, dir, payloads(20))
+	w = openTestWAL(t, dir)
+	if got := readAll(t, w); len(got) != 20 {
+		t.Fatalf("reopened log holds %d entries, want 20", len(got))
+	}
+}
+
+// noAllocateFS is a filesystem that cannot preallocate, counting the
+// attempts.
+type noAllocateFS struct {
+	fileSystem
+	calls int
+}
+
+func (fsys *noAllocateFS) OpenFile(path string, flag int) (logFile, error) {
+	f, err := fsys.fileSystem.OpenFile(path, flag)
+	if err != nil {
+		return nil, err
+	}
+	return noAllocateFile{f, fsys}, nil
+}
+
+type noAllocateFile struct {
+	logFile
+	fsys *noAllocateFS
+}
+
+func (f noAllocateFile) Allocate(int64) error {
+	f.fsys.calls++
+	return fmt.Errorf("%w: %s", errNoPreallocate, f.Name())
+}
+
+// readAll returns every entry w holds.
+func readAll(t *testing.T, w *wal) []Entry {
+	t.Helper()
+	var got []Entry
+	if w.lastIndex < w.firstIndex() {
+		return nil
+	}
+	if err := w.read(w.firstIndex(), w.lastIndex, 64, func(b []Entry) error { got = append(got, b...); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// A power loss can write the pages of the last group write back in any
+// order: zeros or a torn record, then valid records of that same group.
+// None of it was acknowledged, so the log cuts it; damage followed by a
+// record of a later group write was synced, so the log refuses it.
+func TestRecoveryTellsATornLastGroupFromSyncedDamage(t *testing.T) {
+	tests := []struct {
+		name    string
+		damage  int    // index of the record to zero (its first half)
+		kept    uint64 // entries left; 0 when the log must refuse
+		wantErr string
+	}{
+		{"last group's first record zeroed, the rest written back", 6, 5, ""},
+		{"last group's middle record zeroed", 10, 9, ""},
+		{"last group's last record zeroed", 15, 14, ""},
+		{"earlier group's record zeroed", 3, 0, "of a later group write (from index 6), so it had been synced"},
+		{"earlier group's last record zeroed", 5, 0, "of a later group write (from index 6), so it had been synced"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			w, err := openWAL(osFS{}, dir, slog.New(slog.DiscardHandler), 1<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.reset(1); err != nil {
+				t.Fatal(err)
+			}
+			for _, g := range [][]Entry{walEntries(1, 1, 1, 5), walEntries(6, 1, 6, 10)} {
+				if err := w.append(g); err != nil {
+					t.Fatal(err)
+				}
+			}
+			w.close()
+			seg := segmentFiles(t, dir)[0]
+			offs := recordOffsets(t, seg)
+			from, to := offs[tt.damage-1], int(recordsEnd(t, seg))
+			if tt.damage < len(offs) {
+				to = offs[tt.damage]
+			}
+			writeBytesAt(t, seg, int64(from), make([]byte, (to-from)/2+1))
+
+			var logs logBuffer
+			w, err = openWAL(osFS{}, dir, logs.logger(), 1<<20)
+			if tt.kept == 0 {
+				if err == nil {
+					t.Fatalf("the log opened with record %d of a synced group damaged", tt.damage)
+				}
+				for _, want := range []string{tt.wantErr, filepath.Base(seg), fmt.Sprintf("offset %d", from)} {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("error %q does not say %q", err, want)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("the log refused a torn last group: %v", err)
+			}
+			if w.lastIndex != tt.kept {
+				t.Fatalf("the log ends at %d, want %d", w.lastIndex, tt.kept)
+			}
+			if after := 15 - tt.damage; !strings.Contains(logs.String(), fmt.Sprintf("records_after_damage=%d", after)) {
+				t.Errorf("the warning does not count %d records after the damage:\n%s", after, logs.String())
+			}
+			if err := w.resume(); err != nil {
+				t.Fatal(err)
+			}
+			next := walEntries(tt.kept+1, 2, 1, 3)
+			if err := w.append(next); err != nil {
+				t.Fatal(err)
+			}
+			w.close()
+			w = openTestWAL(t, dir)
+			if got := readAll(t, w); len(got) != int(tt.kept)+3 || got[len(got)-1].Zxid != next[2].Zxid {
+				t.Fatalf("after the cut and an append the log holds %d entries ending at %s", len(got), FormatZxid(got[len(got)-1].Zxid))
+			}
+		})
+	}
+}
+
+// writeOldSegment writes a version-2 segment (records without their group)
+// holding ents, as versions before groups did.
+func writeOldSegment(t *testing.T, dir string, first, prevZxid uint64, ents []Entry) string {
+	t.Helper()
+	b := append([]byte(segmentMagicV2), segmentHeader(first, prevZxid)[len(segmentMagic):]...)
+	for _, e := range ents {
+		b = appendRecord(b, e, 0)
+	}
+	path := filepath.Join(dir, segmentName(first))
+	if err := os.WriteFile(path, append(b, make([]byte, 100)...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// A log written before records carried their group is read as it was; it
+// is never appended to, so a binary that does not know groups refuses the
+// new segments instead of cutting their records as a torn tail.
+func TestOldSegmentsAreReadAndSealed(t *testing.T) {
+	t.Run("with records", func(t *testing.T) {
+		dir := t.TempDir()
+		old := writeOldSegment(t, dir, 1, 0, walEntries(1, 1, 1, 4))
+		w := openTestWAL(t, dir)
+		if err := w.append(walEntries(5, 1, 5, 2)); err != nil {
+			t.Fatal(err)
+		}
+		w.close()
+		segs := segmentFiles(t, dir)
+		if len(segs) != 2 || segs[0] != old {
+			t.Fatalf("segments %v, want the old one and a new one", segs)
+		}
+		buf, err := os.ReadFile(segs[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !isCurrentSegment(buf) {
+			t.Fatalf("the new segment starts %q", buf[:8])
+		}
+		if got := readAll(t, openTestWAL(t, dir)); len(got) != 6 {
+			t.Fatalf("the log holds %d entries, want 6", len(got))
+		}
+	})
+	t.Run("empty", func(t *testing.T) {
+		dir := t.TempDir()
+		writeOldSegment(t, dir, 7, MakeZxid(3, 9), nil)
+		w := openTestWAL(t, dir)
+		if err := w.append(walEntries(7, 4, 1, 2)); err != nil {
+			t.Fatal(err)
+		}
+		w.close()
+		segs := segmentFiles(t, dir)
+		if len(segs) != 1 {
+			t.Fatalf("segments %v, want one", segs)
+		}
+		w = openTestWAL(t, dir)
+		if base := w.baseOf(); base.index != 6 || base.zxid != MakeZxid(3, 9) {
+			t.Fatalf("base %d %s, want 6 %s", base.index, FormatZxid(base.zxid), FormatZxid(MakeZxid(3, 9)))
+		}
+		if got := readAll(t, w); len(got) != 2 {
+			t.Fatalf("the log holds %d entries, want 2", len(got))
+		}
+	})
+	t.Run("damage followed by an old record is refused", func(t *testing.T) {
+		dir := t.TempDir()
+		old := writeOldSegment(t, dir, 1, 0, walEntries(1, 1, 1, 4))
+		writeBytesAt(t, old, int64(recordOffsets(t, old)[1]), make([]byte, 8))
+		_, err := openWAL(osFS{}, dir, slog.New(slog.DiscardHandler), 300)
+		if err == nil || !strings.Contains(err.Error(), "does not say which group write it belongs to") {
+			t.Fatalf("Open error %v, want a refusal", err)
+		}
+	})
 }
