@@ -25,8 +25,9 @@ type roleTracker struct {
 // it, and extending leases is safe where expiring them in a burst is not.
 func (m *Member) followRoles(ctx context.Context) {
 	var (
-		stop context.CancelFunc
-		wg   sync.WaitGroup
+		stop  context.CancelFunc
+		epoch uint32 // of the leadership the running lessor serves
+		wg    sync.WaitGroup
 	)
 	stopLessor := func() {
 		if stop != nil {
@@ -51,14 +52,19 @@ func (m *Member) followRoles(ctx context.Context) {
 				stopLessor()
 				continue
 			}
+			if stop != nil && epoch != rc.Epoch {
+				// A later leadership of this member (the changes in
+				// between were dropped): its countdowns start afresh.
+				stopLessor()
+			}
 			if stop == nil {
 				m.lessor.refresh()
 				lctx, cancel := context.WithCancel(ctx)
-				stop = cancel
+				stop, epoch = cancel, rc.Epoch
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					m.lessor.run(lctx, m.cfg.LeaseCheckInterval)
+					m.lessor.run(lctx, m.cfg.LeaseCheckInterval, epoch)
 				}()
 			}
 			m.roles.leading.Store(true)
@@ -67,7 +73,7 @@ func (m *Member) followRoles(ctx context.Context) {
 }
 
 // refresh gives every lease a full TTL from now: called when this member
-// starts owning leases.
+// starts owning leases, before its first expiry check.
 func (ls *lessor) refresh() {
 	now := ls.clock()
 	ls.mu.Lock()
@@ -75,7 +81,6 @@ func (ls *lessor) refresh() {
 	for _, l := range ls.leases {
 		l.deadline = now.Add(l.ttl)
 	}
-	clear(ls.revoking)
 }
 
 // reload replaces every countdown with the leases of st (after a snapshot
@@ -83,7 +88,6 @@ func (ls *lessor) refresh() {
 func (ls *lessor) reload(st *store.Store) error {
 	ls.mu.Lock()
 	clear(ls.leases)
-	clear(ls.revoking)
 	ls.mu.Unlock()
 	return ls.load(st)
 }
