@@ -116,7 +116,7 @@ func (m *Member) serveLeaderCall(ctx context.Context, payload []byte) ([]byte, e
 	}
 	switch payload[0] {
 	case callKeepAlive:
-		ttl, err := m.lessor.KeepAlive(ctx, id)
+		ttl, err := m.keepAliveAsLeader(ctx, id)
 		if core.CodeOf(err) == core.CodeLeaseNotFound {
 			return []byte{answerNotFound}, nil
 		}
@@ -153,6 +153,21 @@ func (m *Member) callLeader(ctx context.Context, kind byte, id int64) (int64, bo
 	return v, true, nil
 }
 
+// keepAliveAsLeader renews lease id with this member's lessor. "Not found"
+// is final only once this member has applied everything committed: a new
+// leader may not yet have applied the grant of a lease its predecessor
+// committed, and a session told it expired never comes back.
+func (m *Member) keepAliveAsLeader(ctx context.Context, id int64) (int64, error) {
+	ttl, err := m.lessor.KeepAlive(ctx, id)
+	if core.CodeOf(err) != core.CodeLeaseNotFound {
+		return ttl, err
+	}
+	if err := m.zab.WaitApplied(ctx, m.zab.Status().CommittedIndex); err != nil {
+		return 0, fmt.Errorf("catch up before answering lease %x: %w", id, err)
+	}
+	return m.lessor.KeepAlive(ctx, id)
+}
+
 // Leases implements core.Backend: the leader answers from its own lessor,
 // any other member asks the leader.
 func (m *Member) Leases() core.Lessor { return memberLessor{m} }
@@ -164,7 +179,7 @@ func (l memberLessor) MinTTL() int64 { return l.m.lessor.MinTTL() }
 
 func (l memberLessor) KeepAlive(ctx context.Context, id int64) (int64, error) {
 	if l.m.roles.leading.Load() {
-		return l.m.lessor.KeepAlive(ctx, id)
+		return l.m.keepAliveAsLeader(ctx, id)
 	}
 	ttl, found, err := l.m.callLeader(ctx, callKeepAlive, id)
 	if err != nil {
