@@ -80,7 +80,7 @@ func (l *leaseServer) LeaseKeepAlive(stream grpc.BidiStreamingServer[pb.LeaseKee
 // stream half a second later and sends its keep-alives again. A lease is
 // never answered "not found" (TTL 0, which clients take as expiry) for
 // want of a leader: only a leader that has applied its revocation says so.
-const keepAliveHold = time.Second
+const keepAliveHold = 3 * time.Second
 
 // keepAlive renews lease id, waiting for a leader up to keepAliveHold.
 func (l *leaseServer) keepAlive(ctx context.Context, id int64) (int64, error) {

@@ -130,7 +130,11 @@ func TestSessionsSurviveLeaderFailover(t *testing.T) {
 		if _, err := c.WaitLeader(ctx); err != nil {
 			t.Fatal(err)
 		}
-		waitProgress(ctx, t, etcd, mark, gozk, lease, kazoo, curator)
+		// A minute is far more than any client needs to come back; the
+		// bound only turns a client that never does into a failure.
+		pctx, cancel := context.WithTimeout(ctx, time.Minute)
+		waitProgress(pctx, t, etcd, mark, gozk, lease, kazoo, curator)
+		cancel()
 	}
 
 	if _, err := etcd.Put(ctx, failoverBase+"/done", "1"); err != nil {
@@ -151,6 +155,9 @@ func TestSessionsSurviveLeaderFailover(t *testing.T) {
 		longest = max(longest, time.Duration(r.MaxReattachMs)*time.Millisecond)
 		t.Logf("%s: sessions %v, expired %d, ephemerals %d, missing %d, longest re-attach %dms, %d transient errors, states %v",
 			name, r.Sessions, r.Expired, r.Ephemerals, len(r.Missing), r.MaxReattachMs, len(r.Errors), r.States)
+		if len(r.Errors) > 5 {
+			r.Errors = r.Errors[:5]
+		}
 		if r.Expired != 0 {
 			t.Errorf("%s: %d sessions expired", name, r.Expired)
 		}
@@ -199,12 +206,13 @@ func TestSessionsSurviveLeaderFailover(t *testing.T) {
 			t.Fatal(err)
 		}
 		refused += bytes.Count(b, []byte("session re-attach refused: expired"))
+		refused += bytes.Count(b, []byte(`msg="session expired"`))
 	}
 	if refused != 0 {
-		t.Errorf("the servers answered %d re-attaches with session-expired", refused)
+		t.Errorf("the servers logged %d session expiries or re-attaches answered session-expired", refused)
 	}
 	t.Logf("failovers: %d (%d SIGKILL, %d SIGSTOP); ZooKeeper sessions tracked: %d, expired: %d; acknowledged ephemeral-sequential nodes: %d; "+
-		"etcd lease keys: %d, keep-alive answers: %d, longest keep-alive gap: %v; longest ZooKeeper re-attach: %v; expired replies in server logs: %d; wall time %v",
+		"etcd lease keys: %d, keep-alive answers: %d, longest keep-alive gap: %v; longest ZooKeeper re-attach: %v; expiries in server logs: %d; wall time %v",
 		rounds, kills, pauses, sessions, expired, ephemerals, leaseReport.keys, leaseReport.answers, leaseReport.longestGap.Round(time.Millisecond),
 		longest, refused, time.Since(started).Round(time.Millisecond))
 }
@@ -365,7 +373,17 @@ func waitProgress(ctx context.Context, t *testing.T, etcd *clientv3.Client, mark
 	for i, s := range gozk {
 		waitFor(ctx, t, "go-zookeeper "+s.name+" progress", func() bool { return s.ops.Load() > mark.gozk[i] }, programs...)
 	}
-	waitFor(ctx, t, "etcd keep-alive progress", func() bool { return lease.answers.Load() > mark.lease }, programs...)
+	waitFor(ctx, t, "etcd keep-alive progress", func() bool {
+		lease.mu.Lock()
+		lost := lease.lost
+		lease.mu.Unlock()
+		if lost {
+			ttl, err := etcd.TimeToLive(ctx, lease.id)
+			t.Fatalf("etcd lease %x: clientv3 gave up its keep-alive after %d answers (longest gap %v); the ensemble says TTL %v (%v)",
+				lease.id, lease.answers.Load(), lease.longestGap, ttl, err)
+		}
+		return lease.answers.Load() > mark.lease
+	}, programs...)
 }
 
 // leaderExcept waits until a node other than skip reports itself leader,

@@ -104,7 +104,9 @@ public class FailoverSessions {
                     }
                 } catch (Exception e) {
                     synchronized (mu) {
-                        errors.add(name + ": " + e);
+                        if (errors.size() < 20) {
+                            errors.add(name + ": " + e);
+                        }
                     }
                 }
             }

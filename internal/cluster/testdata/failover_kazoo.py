@@ -69,7 +69,9 @@ class Tracked:
                     c.retry(c.set, base + "/progress/kazoo", str(n).encode())
             except KazooException as e:
                 with mu:
-                    report["errors"].append("%s: %r" % (self.name, e))
+                    report["error_count"] = report.get("error_count", 0) + 1
+                    if len(report["errors"]) < 20:
+                        report["errors"].append("%s: %r" % (self.name, e))
                 time.sleep(0.1)
 
 
