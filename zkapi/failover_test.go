@@ -92,3 +92,50 @@ func TestSessionOutlivesAMemberWithoutALeader(t *testing.T) {
 		t.Fatalf("ping on the re-attached session: %v", h.Err)
 	}
 }
+
+// TestConnectionWithoutALeaderClosesWithoutExpiry: a connection whose
+// session no renewal can reach a leader for is answered while that is
+// recent and then closed, so the client moves to another member, without
+// ever being told the session expired; the session then re-attaches.
+func TestConnectionWithoutALeaderClosesWithoutExpiry(t *testing.T) {
+	var b *leaderless
+	j := startJanusOn(t, zkapi.Config{TickTime: 200 * time.Millisecond}, func(m *server.Member) core.Backend {
+		b = &leaderless{Backend: m}
+		return b
+	})
+	c := dialRaw(t, j.Addr)
+	// The member's own lessor still counts the session down (only the
+	// renewals fail), so the re-attach at the end has the other half of
+	// the timeout to come in.
+	sess := c.handshake(jute.ConnectRequest{TimeOut: 4000})
+	b.down.Store(true)
+	deadline := time.Now().Add(30 * time.Second)
+	for pings := 0; ; pings++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("the connection was never closed after %d pings without a leader", pings)
+		}
+		c.write(&jute.RequestHeader{Xid: jute.XidPing, Type: jute.OpPing})
+		c.nc.SetReadDeadline(time.Now().Add(30 * time.Second))
+		frame, err := jute.ReadFrame(c.br, 1<<22)
+		if errors.Is(err, io.EOF) {
+			t.Logf("closed after %d answered pings", pings)
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var h jute.ReplyHeader
+		if err := jute.Unmarshal(frame, &h); err != nil {
+			t.Fatal(err)
+		}
+		if h.Err != jute.CodeOk {
+			t.Fatalf("ping without a leader answered %v", h.Err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	b.down.Store(false)
+	back := dialRaw(t, j.Addr)
+	if r := back.handshake(jute.ConnectRequest{TimeOut: 4000, SessionID: sess.SessionID, Passwd: sess.Passwd}); r.SessionID != sess.SessionID || r.TimeOut != 4000 {
+		t.Fatalf("re-attach once a leader is back: %+v", r)
+	}
+}
