@@ -51,7 +51,10 @@ type Lessor interface {
 	// NewID returns an unused lease ID, positive and unpredictable.
 	NewID() int64
 	// KeepAlive restarts the lease's countdown and returns its TTL in
-	// seconds, or an Error with CodeLeaseNotFound.
+	// seconds, or an Error with CodeLeaseNotFound once the leader has
+	// decided the lease is gone (its revocation applied). Any other error
+	// (no leader, a leader that did not answer) says nothing about the
+	// lease: callers retry rather than report it expired.
 	KeepAlive(ctx context.Context, id int64) (int64, error)
 	// Remaining returns the lease's remaining time to live in
 	// milliseconds and whether the lease exists.

@@ -3,7 +3,9 @@ package etcdapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -56,7 +58,7 @@ func (l *leaseServer) LeaseKeepAlive(stream grpc.BidiStreamingServer[pb.LeaseKee
 			return err
 		}
 		resp := &pb.LeaseKeepAliveResponse{ID: req.ID}
-		ttl, err := l.s.b.Leases().KeepAlive(ctx, req.ID)
+		ttl, err := l.keepAlive(ctx, req.ID)
 		switch {
 		case err == nil:
 			resp.TTL = ttl
@@ -69,6 +71,33 @@ func (l *leaseServer) LeaseKeepAlive(stream grpc.BidiStreamingServer[pb.LeaseKee
 		resp.Header = l.s.header(l.s.currentRev())
 		if err := stream.Send(resp); err != nil {
 			return err
+		}
+	}
+}
+
+// keepAliveHold bounds how long one keep-alive waits for a leader before
+// the stream ends with etcd's "no leader" error; clientv3 opens a new
+// stream half a second later and sends its keep-alives again. A lease is
+// never answered "not found" (TTL 0, which clients take as expiry) for
+// want of a leader: only a leader that has applied its revocation says so.
+const keepAliveHold = 3 * time.Second
+
+// keepAlive renews lease id, waiting for a leader up to keepAliveHold.
+func (l *leaseServer) keepAlive(ctx context.Context, id int64) (int64, error) {
+	hold, cancel := context.WithTimeout(ctx, keepAliveHold)
+	defer cancel()
+	for wait := 20 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
+		ttl, err := l.s.b.Leases().KeepAlive(hold, id)
+		if err == nil || core.CodeOf(err) == core.CodeLeaseNotFound || ctx.Err() != nil {
+			return ttl, err
+		}
+		select {
+		case <-hold.Done():
+			if errors.Is(err, core.ErrNoLeader) || errors.Is(err, core.ErrLeaderChanged) {
+				return 0, err
+			}
+			return 0, fmt.Errorf("keep-alive of lease %x: %w (%v)", id, core.ErrNoLeader, err)
+		case <-time.After(wait):
 		}
 	}
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -15,18 +16,29 @@ import (
 // leader) and turns expiry into a proposed LeaseRevoke, so expiry reaches
 // every replica through the log rather than through anyone's clock. The
 // countdowns are not replicated: a member that starts owning leases gives
-// every lease a fresh full TTL, so a leader change extends leases rather
-// than expiring them in a burst.
+// every lease a fresh full TTL (refresh, before its first expiry check), so
+// a leader change extends leases rather than expiring them in a burst, and
+// keep-alives that were lost with the old leader cost nothing.
+//
+// An expiry is a decision of one leadership: it is proposed fenced to the
+// epoch the countdown ran in (zab's SubmitAsLeader), so a member that has
+// stopped leading, or was paused and resumed while another led, never
+// commits what its stale countdowns decided. A keep-alive for a lease whose
+// revocation is in flight waits for it: "not found" only once the revoke
+// has committed, and a renewal if it did not.
 type lessor struct {
-	clock   func() time.Time
-	minTTL  int64
-	propose func(context.Context, *core.Op) (*core.Result, error)
-	log     *slog.Logger
+	clock  func() time.Time
+	minTTL int64
+	// revoke proposes op as the leader of epoch (fenced to it).
+	revoke func(ctx context.Context, epoch uint32, op *core.Op) (*core.Result, error)
+	log    *slog.Logger
 
-	mu       sync.Mutex
-	leases   map[int64]*leaseClock
-	rng      *rand.Rand
-	revoking map[int64]bool
+	mu     sync.Mutex
+	leases map[int64]*leaseClock
+	rng    *rand.Rand
+	// revoking holds the leases whose revocation is being proposed; the
+	// channel closes when that attempt ends, committed or not.
+	revoking map[int64]chan struct{}
 }
 
 type leaseClock struct {
@@ -35,11 +47,11 @@ type leaseClock struct {
 	deadline   time.Time
 }
 
-func newLessor(clock func() time.Time, minTTL int64, propose func(context.Context, *core.Op) (*core.Result, error), log *slog.Logger) *lessor {
+func newLessor(clock func() time.Time, minTTL int64, revoke func(context.Context, uint32, *core.Op) (*core.Result, error), log *slog.Logger) *lessor {
 	seed := uint64(clock().UnixNano())
 	return &lessor{
-		clock: clock, minTTL: minTTL, propose: propose, log: log,
-		leases: map[int64]*leaseClock{}, revoking: map[int64]bool{},
+		clock: clock, minTTL: minTTL, revoke: revoke, log: log,
+		leases: map[int64]*leaseClock{}, revoking: map[int64]chan struct{}{},
 		rng: rand.New(rand.NewPCG(seed, seed*0x9e3779b97f4a7c15+1)),
 	}
 }
@@ -87,7 +99,6 @@ func (ls *lessor) observe(entries []core.Entry, results []*core.Result) {
 			ls.leases[g.ID] = &leaseClock{ttlSeconds: g.TTL, ttl: d, deadline: now.Add(d)}
 		case e.Op.LeaseRevoke != nil:
 			delete(ls.leases, e.Op.LeaseRevoke.ID)
-			delete(ls.revoking, e.Op.LeaseRevoke.ID)
 		}
 	}
 }
@@ -104,19 +115,40 @@ func (ls *lessor) NewID() int64 {
 	}
 }
 
-// KeepAlive implements core.Lessor.
+// KeepAlive implements core.Lessor. A lease whose revocation is being
+// proposed is answered once that proposal ends: not found if it committed,
+// renewed if it did not.
 func (ls *lessor) KeepAlive(ctx context.Context, id int64) (int64, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, err
+	for {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		ttl, wait, err := ls.renew(id)
+		if wait == nil {
+			return ttl, err
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
 	}
+}
+
+// renew restarts lease id's countdown, or returns the channel to wait on
+// while its revocation is being proposed.
+func (ls *lessor) renew(id int64) (ttl int64, wait <-chan struct{}, err error) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	l, ok := ls.leases[id]
-	if !ok || ls.revoking[id] {
-		return 0, &core.Error{Code: core.CodeLeaseNotFound}
+	if !ok {
+		return 0, nil, &core.Error{Code: core.CodeLeaseNotFound}
+	}
+	if done, busy := ls.revoking[id]; busy {
+		return 0, done, nil
 	}
 	l.deadline = ls.clock().Add(l.ttl)
-	return l.ttlSeconds, nil
+	return l.ttlSeconds, nil, nil
 }
 
 // Remaining implements core.Lessor.
@@ -133,8 +165,9 @@ func (ls *lessor) Remaining(id int64) (int64, bool) {
 // MinTTL implements core.Lessor.
 func (ls *lessor) MinTTL() int64 { return ls.minTTL }
 
-// run proposes the revocation of expired leases until ctx ends.
-func (ls *lessor) run(ctx context.Context, every time.Duration) {
+// run proposes, as the leader of epoch, the revocation of expired leases
+// until ctx ends. The caller refreshes the countdowns first.
+func (ls *lessor) run(ctx context.Context, every time.Duration, epoch uint32) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	var wg sync.WaitGroup
@@ -145,42 +178,54 @@ func (ls *lessor) run(ctx context.Context, every time.Duration) {
 			return
 		case <-t.C:
 		}
-		for _, id := range ls.expired() {
+		for id, done := range ls.expired() {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				ls.revoke(ctx, id)
+				ls.expire(ctx, epoch, id, done)
 			}()
 		}
 	}
 }
 
-func (ls *lessor) expired() []int64 {
+// expired marks the leases past their deadline as being revoked.
+func (ls *lessor) expired() map[int64]chan struct{} {
 	now := ls.clock()
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	var out []int64
+	var out map[int64]chan struct{}
 	for id, l := range ls.leases {
-		if !ls.revoking[id] && now.After(l.deadline) {
-			ls.revoking[id] = true
-			out = append(out, id)
+		if _, busy := ls.revoking[id]; !busy && now.After(l.deadline) {
+			if out == nil {
+				out = map[int64]chan struct{}{}
+			}
+			done := make(chan struct{})
+			ls.revoking[id] = done
+			out[id] = done
 		}
 	}
 	return out
 }
 
-func (ls *lessor) revoke(ctx context.Context, id int64) {
+// expire proposes lease id's revocation and then releases the keep-alives
+// waiting on done.
+func (ls *lessor) expire(ctx context.Context, epoch uint32, id int64, done chan struct{}) {
+	defer func() {
+		ls.mu.Lock()
+		if ls.revoking[id] == done {
+			delete(ls.revoking, id)
+		}
+		ls.mu.Unlock()
+		close(done)
+	}()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	res, err := ls.propose(ctx, &core.Op{LeaseRevoke: &core.LeaseRevoke{ID: id}})
+	res, err := ls.revoke(ctx, epoch, &core.Op{LeaseRevoke: &core.LeaseRevoke{ID: id}})
 	if err != nil {
-		ls.mu.Lock()
-		delete(ls.revoking, id) // try again next round
-		ls.mu.Unlock()
-		if ctx.Err() == nil {
+		if ctx.Err() == nil && !errors.Is(err, core.ErrLeaderChanged) {
 			ls.log.Warn("lease expiry not committed; will retry", "lease", id, "err", err)
 		}
-		return
+		return // tried again next round while this member leads
 	}
 	ls.log.Debug("lease expired", "lease", id, "keys_deleted", res.Deleted)
 }

@@ -139,7 +139,7 @@ func OpenMember(cfg MemberConfig) (*Member, error) {
 	}
 	m.state = ref
 	m.hub = core.NewHub(history{ref.st}, ref.st.Rev(), 0)
-	m.lessor = newLessor(cfg.Clock, cfg.MinLeaseTTL, m.Propose, cfg.Logger.With("component", "lessor"))
+	m.lessor = newLessor(cfg.Clock, cfg.MinLeaseTTL, m.proposeAsLeader, cfg.Logger.With("component", "lessor"))
 	if err := m.lessor.load(ref.st); err != nil {
 		ref.st.Close()
 		return nil, fmt.Errorf("server: load leases: %w", err)
@@ -274,6 +274,17 @@ func (m *Member) Propose(ctx context.Context, op *core.Op) (*core.Result, error)
 		return nil, clusterErr("propose", err)
 	}
 	return r.(*core.Result), nil
+}
+
+// proposeAsLeader proposes op only while this member leads in epoch (see
+// zab's SubmitAsLeader): for decisions that one leadership's own clock
+// made.
+func (m *Member) proposeAsLeader(ctx context.Context, epoch uint32, op *core.Op) (*core.Result, error) {
+	p, err := m.zab.SubmitAsLeader(ctx, epoch, core.EncodeOp(op))
+	if err != nil {
+		return nil, clusterErr("propose as leader", err)
+	}
+	return pending{p}.Wait(ctx)
 }
 
 // Read implements core.Backend: the local replica's state, which a

@@ -25,8 +25,9 @@ type roleTracker struct {
 // it, and extending leases is safe where expiring them in a burst is not.
 func (m *Member) followRoles(ctx context.Context) {
 	var (
-		stop context.CancelFunc
-		wg   sync.WaitGroup
+		stop  context.CancelFunc
+		epoch uint32 // of the leadership the running lessor serves
+		wg    sync.WaitGroup
 	)
 	stopLessor := func() {
 		if stop != nil {
@@ -51,14 +52,19 @@ func (m *Member) followRoles(ctx context.Context) {
 				stopLessor()
 				continue
 			}
+			if stop != nil && epoch != rc.Epoch {
+				// A later leadership of this member (the changes in
+				// between were dropped): its countdowns start afresh.
+				stopLessor()
+			}
 			if stop == nil {
 				m.lessor.refresh()
 				lctx, cancel := context.WithCancel(ctx)
-				stop = cancel
+				stop, epoch = cancel, rc.Epoch
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					m.lessor.run(lctx, m.cfg.LeaseCheckInterval)
+					m.lessor.run(lctx, m.cfg.LeaseCheckInterval, epoch)
 				}()
 			}
 			m.roles.leading.Store(true)
@@ -67,7 +73,7 @@ func (m *Member) followRoles(ctx context.Context) {
 }
 
 // refresh gives every lease a full TTL from now: called when this member
-// starts owning leases.
+// starts owning leases, before its first expiry check.
 func (ls *lessor) refresh() {
 	now := ls.clock()
 	ls.mu.Lock()
@@ -75,7 +81,6 @@ func (ls *lessor) refresh() {
 	for _, l := range ls.leases {
 		l.deadline = now.Add(l.ttl)
 	}
-	clear(ls.revoking)
 }
 
 // reload replaces every countdown with the leases of st (after a snapshot
@@ -83,7 +88,6 @@ func (ls *lessor) refresh() {
 func (ls *lessor) reload(st *store.Store) error {
 	ls.mu.Lock()
 	clear(ls.leases)
-	clear(ls.revoking)
 	ls.mu.Unlock()
 	return ls.load(st)
 }
@@ -112,7 +116,7 @@ func (m *Member) serveLeaderCall(ctx context.Context, payload []byte) ([]byte, e
 	}
 	switch payload[0] {
 	case callKeepAlive:
-		ttl, err := m.lessor.KeepAlive(ctx, id)
+		ttl, err := m.keepAliveAsLeader(ctx, id)
 		if core.CodeOf(err) == core.CodeLeaseNotFound {
 			return []byte{answerNotFound}, nil
 		}
@@ -149,6 +153,21 @@ func (m *Member) callLeader(ctx context.Context, kind byte, id int64) (int64, bo
 	return v, true, nil
 }
 
+// keepAliveAsLeader renews lease id with this member's lessor. "Not found"
+// is final only once this member has applied everything committed: a new
+// leader may not yet have applied the grant of a lease its predecessor
+// committed, and a session told it expired never comes back.
+func (m *Member) keepAliveAsLeader(ctx context.Context, id int64) (int64, error) {
+	ttl, err := m.lessor.KeepAlive(ctx, id)
+	if core.CodeOf(err) != core.CodeLeaseNotFound {
+		return ttl, err
+	}
+	if err := m.zab.WaitApplied(ctx, m.zab.Status().CommittedIndex); err != nil {
+		return 0, fmt.Errorf("catch up before answering lease %x: %w", id, err)
+	}
+	return m.lessor.KeepAlive(ctx, id)
+}
+
 // Leases implements core.Backend: the leader answers from its own lessor,
 // any other member asks the leader.
 func (m *Member) Leases() core.Lessor { return memberLessor{m} }
@@ -160,7 +179,7 @@ func (l memberLessor) MinTTL() int64 { return l.m.lessor.MinTTL() }
 
 func (l memberLessor) KeepAlive(ctx context.Context, id int64) (int64, error) {
 	if l.m.roles.leading.Load() {
-		return l.m.lessor.KeepAlive(ctx, id)
+		return l.m.keepAliveAsLeader(ctx, id)
 	}
 	ttl, found, err := l.m.callLeader(ctx, callKeepAlive, id)
 	if err != nil {

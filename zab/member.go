@@ -245,6 +245,9 @@ type proposal struct {
 	// Replicated members only.
 	reqID      uint64
 	dispatched bool // its entry was handed to the applier (under replica.wmu)
+	// leaderEpoch, when not 0, fences the proposal to this member's
+	// leadership of that epoch (see SubmitAsLeader).
+	leaderEpoch uint32
 }
 
 type result struct {
@@ -423,6 +426,23 @@ type Pending struct {
 // was dropped because its ctx ended before it was written). ctx governs the
 // proposal until it is written, as for Propose. data is copied.
 func (m *Member) Submit(ctx context.Context, data []byte) (*Pending, error) {
+	return m.submit(ctx, data, 0)
+}
+
+// SubmitAsLeader is Submit for a decision only the leader of epoch may
+// make, such as expiring a lease by its own countdown: the proposal enters
+// the log only if this member still leads in that epoch when it gets
+// there, and is never forwarded. Otherwise it fails with ErrLeaderChanged
+// (nothing was proposed). A proposal that did enter the log can still
+// commit under a later leader that adopts it, like any other.
+func (m *Member) SubmitAsLeader(ctx context.Context, epoch uint32, data []byte) (*Pending, error) {
+	if epoch == 0 {
+		return nil, errors.New("zab: SubmitAsLeader needs the epoch of a leadership")
+	}
+	return m.submit(ctx, data, epoch)
+}
+
+func (m *Member) submit(ctx context.Context, data []byte, leaderEpoch uint32) (*Pending, error) {
 	if len(data) > m.cfg.MaxEntrySize {
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrEntryTooLarge, len(data), m.cfg.MaxEntrySize)
 	}
@@ -430,7 +450,7 @@ func (m *Member) Submit(ctx context.Context, data []byte) (*Pending, error) {
 		return nil, err
 	}
 	if m.rep != nil {
-		p, err := m.rep.submit(ctx, data)
+		p, err := m.rep.submit(ctx, data, leaderEpoch)
 		if err != nil {
 			return nil, err
 		}

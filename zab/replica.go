@@ -233,9 +233,9 @@ func openReplicated(cfg Config, sm StateMachine, lock *dirLock) (*Member, error)
 
 // submit registers a proposal and queues it for the protocol loop, which
 // proposes (leader) or forwards (follower) proposals in queue order.
-func (r *replica) submit(ctx context.Context, data []byte) (*proposal, error) {
+func (r *replica) submit(ctx context.Context, data []byte, leaderEpoch uint32) (*proposal, error) {
 	m := r.m
-	p := &proposal{ctx: ctx, data: append([]byte(nil), data...), done: make(chan result, 1)}
+	p := &proposal{ctx: ctx, data: append([]byte(nil), data...), done: make(chan result, 1), leaderEpoch: leaderEpoch}
 	r.wmu.Lock()
 	r.reqSeq++
 	p.reqID = r.reqSeq
@@ -629,8 +629,15 @@ func (r *replica) handleProposal(p *proposal) {
 		}
 		return
 	}
+	leading := r.ls != nil && r.ls.phase == lBroadcast
+	if p.leaderEpoch != 0 && (!leading || r.ls.epoch != p.leaderEpoch) {
+		if r.takeWaiter(p.reqID) != nil {
+			p.finish(nil, ErrLeaderChanged)
+		}
+		return
+	}
 	switch {
-	case r.ls != nil && r.ls.phase == lBroadcast:
+	case leading:
 		if !r.leaderAppend(r.id, p.reqID, p.data) {
 			if r.takeWaiter(p.reqID) != nil {
 				p.finish(nil, ErrNoLeader)

@@ -58,7 +58,8 @@ type conn struct {
 	lastActive  atomic.Int64 // ms since the epoch of the last frame read
 	stats       connStats
 	started     time.Time
-	lastKA      time.Time // reader only
+	lastKA      time.Time // reader only: the last renewal a leader took
+	nextKA      time.Time // reader only: when to renew next
 }
 
 // session is a ZooKeeper session as one connection holds it.
@@ -248,15 +249,7 @@ func (c *conn) handshake() bool {
 		return false
 	}
 	lastZxid := view.Rev()
-	var lease *core.Lease
-	if req.SessionID != 0 {
-		lease, err = view.Lease(req.SessionID)
-	}
 	view.Close()
-	if err != nil {
-		c.log.Warn("closing connection: cannot read session", "err", err)
-		return false
-	}
 	if req.LastZxidSeen > lastZxid {
 		// The client has seen a newer state than ours; it must try
 		// another server rather than go back in time.
@@ -265,36 +258,100 @@ func (c *conn) handshake() bool {
 	}
 	timeout := c.srv.cfg.negotiateTimeout(req.TimeOut)
 	resp := jute.ConnectResponse{ProtocolVersion: jute.ProtocolVersion, TimeOut: timeout, HasReadOnly: req.HasReadOnly}
+	// While the ensemble has no leader the handshake waits for one, up to
+	// a quarter of the session timeout: below the share of it a client
+	// gives one server to answer (Java and kazoo: the timeout divided by
+	// the number of servers), so a client that gives up here still has
+	// time to try another. Then the connection closes without a reply,
+	// as a ZooKeeper server that is not serving closes it.
+	hold, cancelHold := context.WithTimeout(ctx, time.Duration(timeout)*time.Millisecond/4)
+	defer cancelHold()
 	var s *session
 	if req.SessionID == 0 {
-		s, err = c.createSession(ctx, timeout)
+		s, err = c.createSession(hold, timeout)
 		if err != nil {
-			c.log.Warn("closing connection: cannot create session", "err", err)
+			c.log.Info("closing connection: cannot create session", "err", err)
 			return false
 		}
 	} else {
-		ok := lease != nil && lease.Session != nil && string(lease.Session.Password) == string(req.Passwd)
-		if ok {
-			if _, err := c.srv.backend.Leases().KeepAlive(ctx, req.SessionID); err != nil {
-				ok = false
-			}
-		}
-		if !ok {
+		s, err = c.resumeSession(hold, req.SessionID, req.Passwd, timeout)
+		switch {
+		case errors.Is(err, errSessionExpired):
 			// Expired, unknown or wrong password: ZooKeeper answers all
-			// three alike and closes.
+			// three alike (timeout 0, zero password) and closes.
 			resp = jute.ConnectResponse{ProtocolVersion: jute.ProtocolVersion, Passwd: make([]byte, 16), HasReadOnly: req.HasReadOnly}
 			c.sendConnect(&resp)
-			c.log.Info("session re-attach refused", "session", fmt.Sprintf("0x%x", req.SessionID))
+			c.log.Info("session re-attach refused: expired", "session", fmt.Sprintf("0x%x", req.SessionID))
+			return false
+		case err != nil:
+			// The session may well be alive; only no leader could say.
+			// No reply: the client tries again, here or elsewhere.
+			c.log.Info("closing connection: cannot re-attach session now", "session", fmt.Sprintf("0x%x", req.SessionID), "err", err)
 			return false
 		}
-		s = &session{id: req.SessionID, timeout: time.Duration(timeout) * time.Millisecond, password: lease.Session.Password}
 	}
 	resp.SessionID, resp.Passwd = s.id, s.password
 	c.session.Store(s)
 	c.lastKA = time.Now()
+	c.nextKA = c.lastKA.Add(s.timeout / 4)
 	c.srv.attach(c)
 	c.sendConnect(&resp)
 	return true
+}
+
+// errSessionExpired says a session is gone for good: its lease is not in
+// the state the leader has committed, or the password does not match.
+var errSessionExpired = errors.New("session expired")
+
+// resumeSession re-attaches session id: it checks the password against
+// the session's lease and renews the lease with the leader. It answers
+// errSessionExpired only when that is decided (the lease is absent from a
+// state at least as new as the leader's commit point, or the leader's
+// lessor does not know it); a transient failure (no leader, a leader that
+// does not answer) is retried until ctx ends and then returned as is.
+func (c *conn) resumeSession(ctx context.Context, id int64, password []byte, timeoutMs int32) (*session, error) {
+	var last error
+	for wait := 20 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
+		lease, err := c.sessionLease(ctx, id)
+		if err == nil {
+			if lease == nil || lease.Session == nil || string(lease.Session.Password) != string(password) {
+				return nil, errSessionExpired
+			}
+			_, err = c.srv.backend.Leases().KeepAlive(ctx, id)
+			if err == nil {
+				return &session{id: id, timeout: time.Duration(timeoutMs) * time.Millisecond, password: lease.Session.Password}, nil
+			}
+			if core.CodeOf(err) == core.CodeLeaseNotFound {
+				return nil, errSessionExpired
+			}
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for a leader: %w", last)
+		case <-time.After(wait):
+		}
+	}
+}
+
+// sessionLease reads session id's lease. A member behind the leader may
+// not have applied the session's creation yet, so a lease missing here is
+// looked up again after catching up with the leader's commit point.
+func (c *conn) sessionLease(ctx context.Context, id int64) (*core.Lease, error) {
+	for caughtUp := false; ; caughtUp = true {
+		view, err := c.srv.backend.Read(ctx, 0)
+		if err != nil {
+			return nil, err
+		}
+		lease, err := view.Lease(id)
+		view.Close()
+		if err != nil || lease != nil || caughtUp {
+			return lease, err
+		}
+		if err := c.srv.backend.Linearize(ctx); err != nil {
+			return nil, err
+		}
+	}
 }
 
 func (c *conn) sendConnect(resp *jute.ConnectResponse) {
@@ -305,7 +362,8 @@ func (c *conn) sendConnect(resp *jute.ConnectResponse) {
 	c.push(e.Bytes())
 }
 
-// createSession grants the lease that is the new session.
+// createSession grants the lease that is the new session. While there is
+// no leader (nothing was proposed) it tries again until ctx ends.
 func (c *conn) createSession(ctx context.Context, timeoutMs int32) (*session, error) {
 	password := make([]byte, 16)
 	if _, err := rand.Read(password); err != nil {
@@ -314,30 +372,64 @@ func (c *conn) createSession(ctx context.Context, timeoutMs int32) (*session, er
 	id := c.srv.backend.Leases().NewID()
 	ttl := (int64(timeoutMs) + 999) / 1000
 	op := &core.Op{LeaseGrant: &core.LeaseGrant{ID: id, TTL: ttl, Session: &core.Session{TimeoutMs: timeoutMs, Password: password}}}
-	res, err := c.srv.backend.Propose(ctx, op)
-	if err != nil {
-		return nil, fmt.Errorf("propose session 0x%x: %w", id, err)
+	for wait := 20 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
+		res, err := c.srv.backend.Propose(ctx, op)
+		if errors.Is(err, core.ErrNoLeader) {
+			select {
+			case <-ctx.Done():
+				return nil, fmt.Errorf("propose session 0x%x: %w", id, err)
+			case <-time.After(wait):
+				continue
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("propose session 0x%x: %w", id, err)
+		}
+		if res.Err != nil {
+			return nil, fmt.Errorf("grant session 0x%x: %w", id, res.Err)
+		}
+		return &session{id: id, timeout: time.Duration(timeoutMs) * time.Millisecond, password: password}, nil
 	}
-	if res.Err != nil {
-		return nil, fmt.Errorf("grant session 0x%x: %w", id, res.Err)
-	}
-	return &session{id: id, timeout: time.Duration(timeoutMs) * time.Millisecond, password: password}, nil
 }
 
-// keepAlive restarts the session's countdown, at most a few times per
-// timeout; it returns false once the session has expired.
+// keepAlive renews the session's lease with the leader, on every ping and
+// otherwise at most every quarter timeout. It returns false when the
+// connection must end: the session has expired, or no renewal has reached
+// a leader for half the timeout.
+//
+// A renewal that fails for want of a leader does not end the session: the
+// next leader gives every session a full timeout before it expires any.
+// The connection keeps serving meanwhile, as a ZooKeeper follower answers
+// pings from its own session tracker; if the failures last, it closes
+// (without the session-expired reply) so that the client finds a member
+// that has a leader, as ZooKeeper servers close their connections when
+// they stop following.
 func (c *conn) keepAlive(force bool) bool {
 	s := c.session.Load()
 	now := time.Now()
-	if !force && now.Sub(c.lastKA) < s.timeout/4 {
+	if !force && now.Before(c.nextKA) {
 		return true
 	}
-	if _, err := c.srv.backend.Leases().KeepAlive(c.ctx, s.id); err != nil {
-		if core.CodeOf(err) == core.CodeLeaseNotFound {
-			c.log.Info("session expired", "session", fmt.Sprintf("0x%x", s.id))
-		}
+	// A renewal waits for the leader at most a sixth of the timeout, so a
+	// ping is answered well within the third of it clients allow.
+	ctx, cancel := context.WithTimeout(c.ctx, s.timeout/6)
+	_, err := c.srv.backend.Leases().KeepAlive(ctx, s.id)
+	cancel()
+	switch {
+	case err == nil:
+		c.lastKA, c.nextKA = now, now.Add(s.timeout/4)
+		return true
+	case core.CodeOf(err) == core.CodeLeaseNotFound:
+		c.log.Info("session expired", "session", fmt.Sprintf("0x%x", s.id))
 		return false
+	case c.ctx.Err() != nil:
+		return false
+	case now.Sub(c.lastKA) < s.timeout/2:
+		c.nextKA = now.Add(s.timeout / 10)
+		c.log.Debug("session renewal failed; will retry", "session", fmt.Sprintf("0x%x", s.id), "err", err)
+		return true
 	}
-	c.lastKA = now
-	return true
+	c.log.Info("closing connection: cannot renew the session with a leader", "session", fmt.Sprintf("0x%x", s.id),
+		"since", now.Sub(c.lastKA).Round(time.Millisecond), "err", err)
+	return false
 }

@@ -41,13 +41,27 @@ func CuratorClasspath(t testing.TB) string {
 // is compiled once, not once per test.
 func RunJava(t testing.TB, srcFile string, mainClass string, args ...string) (stdout string) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	cmd := JavaCommand(ctx, t, srcFile, mainClass, args...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("testenv: java %s failed: %v\nstdout:\n%s\nstderr:\n%s", mainClass, err, out.String(), errOut.String())
+	}
+	return out.String()
+}
+
+// JavaCommand compiles srcFile as RunJava does and returns, unstarted, the
+// command that runs mainClass with args; ctx ends it. It is for programs a
+// test runs alongside other work (RunJava blocks until the program ends).
+func JavaCommand(ctx context.Context, t testing.TB, srcFile string, mainClass string, args ...string) *exec.Cmd {
+	t.Helper()
 	javac, err := exec.LookPath("javac")
 	Need(t, "javac", err == nil, fmt.Sprintf("javac not on PATH (a JDK is needed, not only a JRE): %v", err))
 	java := javaPath(t)
 	cp := CuratorClasspath(t)
-
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
 	classes, err := compileJava(ctx, javac, srcFile, cp)
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
@@ -57,13 +71,7 @@ func RunJava(t testing.TB, srcFile string, mainClass string, args ...string) (st
 		"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
 		"-cp", classes+":"+cp, mainClass)
 	cmd.Args = append(cmd.Args, args...)
-	var out, errOut bytes.Buffer
-	cmd.Stdout = &out
-	cmd.Stderr = &errOut
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("testenv: java %s failed: %v\nstdout:\n%s\nstderr:\n%s", mainClass, err, out.String(), errOut.String())
-	}
-	return out.String()
+	return cmd
 }
 
 // compileJava returns a directory holding the classes of srcFile, compiling

@@ -31,10 +31,9 @@ func Python3Kazoo(t testing.TB) string {
 // the test with the script's stderr.
 func RunPython(t testing.TB, script string, args ...string) string {
 	t.Helper()
-	python := Python3Kazoo(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	cmd := commandContext(ctx, python, append([]string{"-c", script}, args...)...)
+	cmd := PythonCommand(ctx, t, script, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
@@ -42,4 +41,12 @@ func RunPython(t testing.TB, script string, args ...string) string {
 		t.Fatalf("testenv: python script failed: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
 	}
 	return stdout.String()
+}
+
+// PythonCommand returns, unstarted, the command that runs script under the
+// kazoo-capable interpreter with args; ctx ends it. It is for scripts a
+// test runs alongside other work (RunPython blocks until the script ends).
+func PythonCommand(ctx context.Context, t testing.TB, script string, args ...string) *exec.Cmd {
+	t.Helper()
+	return commandContext(ctx, Python3Kazoo(t), append([]string{"-c", script}, args...)...)
 }
