@@ -15,6 +15,12 @@ func (c *conn) fourLetterWord() bool {
 	_ = c.nc.SetReadDeadline(time.Now().Add(c.srv.cfg.MaxSessionTimeout))
 	head, err := c.br.Peek(4)
 	if err != nil || !slices.Contains(fourLetterWords, string(head)) {
+		// A session waits for the server to follow the event stream
+		// (see New); a four-letter word never does.
+		select {
+		case <-c.srv.ready:
+		case <-c.srv.ctx.Done():
+		}
 		return false
 	}
 	cmd := string(head)
@@ -25,8 +31,40 @@ func (c *conn) fourLetterWord() bool {
 	} else {
 		out = c.srv.fourLetterText(cmd)
 	}
-	c.push([]byte(out))
+	if out != "" {
+		c.push([]byte(out))
+	}
 	return true
+}
+
+// notServing is ZooKeeper's answer to most four-letter words while its
+// server is not running: out of quorum, say, or failed.
+const notServing = "This ZooKeeper instance is not currently serving requests\n"
+
+// needServing are the words ZooKeeper 3.8 answers with notServing while
+// its server is not running (their commands check isZKServerRunning).
+var needServing = []string{"conf", "cons", "dump", "mntr", "srvr", "stat", "wchc", "wchp", "wchs"}
+
+// unservedText answers cmd for a member that cannot serve (st.Serving is
+// false), as ZooKeeper 3.8 does for a server that is not running, and
+// reports whether it did. ruok still says imok without a leader, as
+// ZooKeeper's does ("imok" means the process is up and bound to the
+// port, not that it is in a quorum), but says nothing once the member
+// has stopped or has an alarm raised: ZooKeeper's ruok does not respond
+// at all from a server in an error state.
+func unservedText(cmd string, st core.Status) (string, bool) {
+	switch {
+	case cmd == "ruok":
+		if st.Err != nil || len(st.Alarms) > 0 {
+			return "", true
+		}
+		return "", false
+	case cmd == "isro":
+		return "null", true
+	case slices.Contains(needServing, cmd):
+		return notServing, true
+	}
+	return "", false
 }
 
 // fourLetterText renders a four-letter word's answer as ZooKeeper formats it.
@@ -35,6 +73,11 @@ func (s *Server) fourLetterText(cmd string) string {
 	kv := func(pairs [][2]string, sep string) {
 		for _, p := range pairs {
 			fmt.Fprintf(&b, "%s%s%s\n", p[0], sep, p[1])
+		}
+	}
+	if st := s.backend.Status(); !st.Serving() {
+		if out, done := unservedText(cmd, st); done {
+			return out
 		}
 	}
 	switch cmd {
@@ -50,7 +93,7 @@ func (s *Server) fourLetterText(cmd string) string {
 	case "srvr", "stat":
 		nodes, _, _, _, err := s.treeCounts()
 		if err != nil {
-			return "This ZooKeeper instance is not currently serving requests\n"
+			return notServing
 		}
 		fmt.Fprintf(&b, "Zookeeper version: %s\n", version)
 		if cmd == "stat" {
@@ -69,7 +112,7 @@ func (s *Server) fourLetterText(cmd string) string {
 	case "mntr":
 		pairs, err := s.mntr()
 		if err != nil {
-			return "This ZooKeeper instance is not currently serving requests\n"
+			return notServing
 		}
 		kv(pairs, "\t")
 	case "cons":
@@ -105,7 +148,7 @@ func (s *Server) fourLetterText(cmd string) string {
 		b.WriteString("\n")
 	case "dump":
 		if err := s.dump(&b); err != nil {
-			return "This ZooKeeper instance is not currently serving requests\n"
+			return notServing
 		}
 	default:
 		// Recognized but not offered (crst, srst, stmk, gtmk, hash, dirs):

@@ -37,7 +37,10 @@ type Server struct {
 }
 
 // New returns a Server on b. It starts following b's event stream at once;
-// Serve accepts clients once that stream is running.
+// Serve accepts clients at once and answers four-letter words, but starts
+// sessions only once that stream is running, so that no watch misses an
+// event. Without a leader that can take a while: a health check must get
+// its answer meanwhile, as ZooKeeper's does out of quorum.
 func New(b core.Backend, cfg Config) *Server {
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -78,11 +81,6 @@ func (s *Server) Serve(ln net.Listener) error {
 		delete(s.listeners, l)
 		s.mu.Unlock()
 	}()
-	select {
-	case <-s.ready:
-	case <-s.ctx.Done():
-		return ErrServerClosed
-	}
 	for {
 		nc, err := l.Accept()
 		if err != nil {
