@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -27,18 +28,18 @@ import (
 
 // healthWant is what every health endpoint should say in one state.
 type healthWant struct {
-	health      int    // /health status code
-	healthBody  string // /health body, exactly, or its start if prefix
-	serialBody  string // /health?serializable=true body, the same way
-	prefix      bool
-	livez       int
-	readyz      int
-	readyzBody  string // a line /readyz?verbose must hold
-	grpc        healthpb.HealthCheckResponse_ServingStatus
-	ruok        string
-	srvr        string // a prefix of srvr's answer (stat and mntr say the same when not serving)
-	isro        string
-	etcdPutFail bool // whether a put through the etcd face fails
+	health     int    // /health status code
+	healthBody string // /health body, exactly, or its start if prefix
+	serialBody string // /health?serializable=true body, the same way
+	prefix     bool
+	livez      int
+	readyz     int
+	readyzBody string // a line /readyz?verbose must hold
+	grpc       healthpb.HealthCheckResponse_ServingStatus
+	ruok       string
+	srvr       string // a prefix of srvr's answer (stat and mntr say the same when not serving)
+	isro       string
+	etcdPutErr error // what a put through the etcd face fails with (nil: it succeeds)
 }
 
 const zkNotServing = "This ZooKeeper instance is not currently serving requests\n"
@@ -86,7 +87,7 @@ func TestHealthTellsTheTruth(t *testing.T) {
 			serialBody: `{"health":"false","reason":"RANGE ERROR:member stopped: apply entries `,
 			prefix:     true,
 			livez:      503, readyz: 503, readyzBody: "[-]serializable_read failed: member stopped: ",
-			grpc: healthpb.HealthCheckResponse_NOT_SERVING, ruok: "", srvr: zkNotServing, isro: "null", etcdPutFail: true,
+			grpc: healthpb.HealthCheckResponse_NOT_SERVING, ruok: "", srvr: zkNotServing, isro: "null", etcdPutErr: rpctypes.ErrStopped,
 		}},
 		{"no leader", func(t *testing.T, cfg *Config) func(*testing.T, *node) {
 			cfg.Peers = map[uint64]string{1: freeAddr(t), 2: freeAddr(t), 3: freeAddr(t)}
@@ -97,7 +98,7 @@ func TestHealthTellsTheTruth(t *testing.T) {
 			livez:      200, readyz: 503, readyzBody: "[-]linearizable_read failed: ",
 			// ZooKeeper 3.8 out of quorum: ruok says imok (the process is
 			// up), srvr/stat/mntr say it is not serving, isro says null.
-			grpc: healthpb.HealthCheckResponse_NOT_SERVING, ruok: "imok", srvr: zkNotServing, isro: "null", etcdPutFail: true,
+			grpc: healthpb.HealthCheckResponse_NOT_SERVING, ruok: "imok", srvr: zkNotServing, isro: "null", etcdPutErr: rpctypes.ErrNoLeader,
 		}},
 		{"alarm raised", func(t *testing.T, cfg *Config) func(*testing.T, *node) {
 			cfg.wrapBackend = func(b core.Backend) core.Backend { return alarmed{b, "CORRUPT"} }
@@ -215,8 +216,8 @@ func checkHealth(t *testing.T, a Addrs, want healthWant) {
 	putCtx, putCancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer putCancel()
 	_, err = cli.Put(putCtx, "health-probe", "x")
-	if (err != nil) != want.etcdPutFail {
-		t.Errorf("etcd put: %v, want failure %v", err, want.etcdPutFail)
+	if err != want.etcdPutErr && !errors.Is(err, want.etcdPutErr) {
+		t.Errorf("etcd put: %v, want %v", err, want.etcdPutErr)
 	}
 }
 

@@ -279,6 +279,8 @@ func clusterErr(what string, err error) error {
 		return fmt.Errorf("%s: %w", what, core.ErrNoLeader)
 	case errors.Is(err, zab.ErrLeaderChanged):
 		return fmt.Errorf("%s: %w", what, core.ErrLeaderChanged)
+	case errors.Is(err, zab.ErrStopped):
+		return fmt.Errorf("%s: %w: %w", what, core.ErrStopped, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }
@@ -343,7 +345,7 @@ func (m *Member) Linearize(ctx context.Context) error {
 		return clusterErr("read index", err)
 	}
 	if err := m.zab.WaitApplied(ctx, idx); err != nil {
-		return fmt.Errorf("wait applied %d: %w", idx, err)
+		return clusterErr(fmt.Sprintf("wait applied %d", idx), err)
 	}
 	return nil
 }
