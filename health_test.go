@@ -209,6 +209,14 @@ func checkHealth(t *testing.T, a Addrs, want healthWant) {
 	if got := fourLetter(t, a.ZK, "isro"); got != want.isro {
 		t.Errorf("isro = %q, want %q", got, want.isro)
 	}
+	// The AdminServer's ruok answers 200 only while the server serves.
+	wantAdmin := http.StatusOK
+	if want.srvr == zkNotServing {
+		wantAdmin = http.StatusServiceUnavailable
+	}
+	if code, body := getURL(t, base+"/commands/ruok"); code != wantAdmin {
+		t.Errorf("/commands/ruok = %d %s, want %d", code, body, wantAdmin)
+	}
 
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{a.Etcd}, DialTimeout: 5 * time.Second})
 	if err != nil {

@@ -102,9 +102,10 @@ type Server struct {
 	ctx    context.Context // ends when the server stops
 	cancel context.CancelFunc
 
-	stopOnce sync.Once
-	lockSvc  *lockServer
-	health   *healthServer
+	stopOnce   sync.Once
+	lockSvc    *lockServer
+	health     *healthServer
+	healthDone chan struct{} // closed when health.follow has returned
 
 	mu       sync.Mutex
 	addrs    []string // client URLs of the listeners served
@@ -163,7 +164,11 @@ func New(b core.Backend, cfg Config) *Server {
 	v3lockpb.RegisterLockServer(s.grpc, s.lockSvc)
 	v3electionpb.RegisterElectionServer(s.grpc, &electionServer{s: s})
 
-	go s.health.follow(s.ctx)
+	s.healthDone = make(chan struct{})
+	go func() {
+		defer close(s.healthDone)
+		s.health.follow(s.ctx)
+	}()
 	go func() {
 		defer close(s.innerDone)
 		if err := s.grpc.Serve(s.inner); err != nil {
@@ -254,6 +259,7 @@ var streamPaths = map[string]bool{"/v3/watch": true, "/v3/lease/keepalive": true
 func (s *Server) Stop() {
 	s.stopOnce.Do(func() {
 		s.cancel()
+		<-s.healthDone
 		s.lockSvc.close()
 		s.grpc.Stop()
 		s.innerConn.Close()

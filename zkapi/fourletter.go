@@ -23,6 +23,7 @@ func (c *conn) fourLetterWord() bool {
 		}
 		return false
 	}
+	c.srv.awaitReady()
 	cmd := string(head)
 	c.countReceived()
 	var out string
@@ -35,6 +36,30 @@ func (c *conn) fourLetterWord() bool {
 		c.push([]byte(out))
 	}
 	return true
+}
+
+// awaitReady returns once the server follows the event stream (its
+// system nodes exist then, as a ZooKeeper's always do), or as soon as the
+// member cannot serve: without a leader the stream may not start for a
+// long time, and a four-letter word should get its out-of-service answer
+// at once, as ZooKeeper's does out of quorum.
+func (s *Server) awaitReady() {
+	select {
+	case <-s.ready:
+		return
+	default:
+	}
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for s.backend.Status().Serving() {
+		select {
+		case <-s.ready:
+			return
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // notServing is ZooKeeper's answer to most four-letter words while its

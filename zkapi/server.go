@@ -37,10 +37,10 @@ type Server struct {
 }
 
 // New returns a Server on b. It starts following b's event stream at once;
-// Serve accepts clients at once and answers four-letter words, but starts
-// sessions only once that stream is running, so that no watch misses an
-// event. Without a leader that can take a while: a health check must get
-// its answer meanwhile, as ZooKeeper's does out of quorum.
+// Serve accepts clients at once, but starts sessions only once that stream
+// is running, so that no watch misses an event. Without a leader that can
+// take a while: four-letter words are answered meanwhile (see
+// awaitReady), as ZooKeeper answers them out of quorum.
 func New(b core.Backend, cfg Config) *Server {
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
