@@ -13,9 +13,7 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,6 +24,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/januskv/janus/core"
+	"github.com/januskv/janus/internal/janustest"
 )
 
 // healthWant is what every health endpoint should say in one state.
@@ -340,57 +339,27 @@ func TestProcessExitsWhenItsMemberStops(t *testing.T) {
 }
 
 // TestEveryPortSurvivesRunningOutOfFiles runs each port of a node out of
-// file descriptors in turn (RLIMIT_NOFILE lowered, connections dialed
-// until this side gets EMFILE too, so the server's accept fails with
-// EMFILE), then frees them: every port must log the burst and serve
-// again. The ZooKeeper face's own test checks sessions; this one checks
-// that the etcd gRPC and HTTP listeners are wrapped too.
+// file descriptors in turn, until its accept fails with EMFILE, then frees
+// them: every port must log the burst and serve again. The ZooKeeper
+// face's own test checks sessions; this one checks that the etcd gRPC and
+// HTTP listeners are wrapped too.
 func TestEveryPortSurvivesRunningOutOfFiles(t *testing.T) {
-	logs := &logWaiter{ch: make(chan struct{}, 1)}
-	cfg := testConfig(t)
-	n, err := startNode(cfg, slog.New(slog.NewTextHandler(logs, nil)))
+	logs := janustest.NewLogWaiter()
+	n, err := startNode(testConfig(t), slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	var orig syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &orig); err != nil {
-		t.Fatal(err)
-	}
 	for _, addr := range []string{n.addrs.Etcd, n.addrs.HTTP, n.addrs.ZK} {
-		open, err := os.ReadDir("/proc/self/fd")
-		if err != nil {
-			t.Skipf("cannot count open files: %v", err)
-		}
-		low := orig
-		low.Cur = uint64(len(open) + 20)
-		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
-			t.Fatal(err)
-		}
-		var held []net.Conn
-		for {
-			c, err := net.Dial("tcp", addr)
-			if err != nil {
-				if !errors.Is(err, syscall.EMFILE) {
-					t.Errorf("dial %s: %v, want EMFILE", addr, err)
-				}
-				break
-			}
-			held = append(held, c)
-		}
-		logs.waitFor(t, "accept failing; retrying with backoff until it works", "addr="+addr)
-		for _, c := range held {
-			c.Close()
-		}
-		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &orig); err != nil {
-			t.Fatalf("restore the file limit: %v", err)
-		}
+		release := janustest.RunOutOfFiles(t, addr)
+		logs.WaitFor(t, "accept failing; retrying with backoff until it works", "addr="+addr)
+		release()
 		// A client comes once the files are free.
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatalf("dial %s after the files came free: %v", addr, err)
 		}
-		logs.waitFor(t, "accepting connections again", "addr="+addr)
+		logs.WaitFor(t, "accepting connections again", "addr="+addr)
 		c.Close()
 	}
 	checkHealth(t, n.addrs, healthWant{
@@ -398,47 +367,4 @@ func TestEveryPortSurvivesRunningOutOfFiles(t *testing.T) {
 		livez: 200, readyz: 200, readyzBody: "[+]linearizable_read ok\n",
 		grpc: healthpb.HealthCheckResponse_SERVING, ruok: "imok", srvr: "Zookeeper version: ", isro: "rw",
 	})
-}
-
-// logWaiter collects a node's log for a test to wait on.
-type logWaiter struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-	ch  chan struct{} // signalled on every write
-}
-
-func (l *logWaiter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	select {
-	case l.ch <- struct{}{}:
-	default:
-	}
-	return l.buf.Write(p)
-}
-
-// waitFor returns once one log line holds every part, or fails the test
-// after a long time (a hang guard, not a timing assertion).
-func (l *logWaiter) waitFor(t *testing.T, parts ...string) {
-	t.Helper()
-	deadline := time.After(time.Minute)
-	for {
-		l.mu.Lock()
-		text := l.buf.String()
-		l.mu.Unlock()
-		for line := range strings.SplitSeq(text, "\n") {
-			found := true
-			for _, p := range parts {
-				found = found && strings.Contains(line, p)
-			}
-			if found {
-				return
-			}
-		}
-		select {
-		case <-l.ch:
-		case <-deadline:
-			t.Fatalf("the log never said %q:\n%s", parts, text)
-		}
-	}
 }
