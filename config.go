@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/januskv/janus/core"
 )
 
 // Config is everything the command line sets.
@@ -46,6 +48,15 @@ type Config struct {
 	FourLetterWords   string
 	ReaperInterval    time.Duration
 	MaxBuffer         int
+	MaxClientConns    int
+	MaxConns          int
+
+	// applyFault is MemberConfig.ApplyFault, for tests that need a member
+	// to stop as a failing disk would stop it; no flag sets it.
+	applyFault func(index uint64) error
+	// wrapBackend, if set, stands between the member and the faces, for
+	// tests that need a state no flag makes (a raised alarm).
+	wrapBackend func(core.Backend) core.Backend
 }
 
 // Addrs are the addresses a running node listens on.
@@ -60,7 +71,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&cfg.DataDir, "data-dir", "janus-data", "directory for the log and the state")
 	fs.StringVar(&cfg.EtcdListen, "etcd-listen", "127.0.0.1:2379", "address for etcd v3 gRPC clients")
 	fs.StringVar(&cfg.ZKListen, "zk-listen", "127.0.0.1:2181", "address for ZooKeeper clients")
-	fs.StringVar(&cfg.HTTPListen, "http-listen", "127.0.0.1:8080", "address for /health, the etcd JSON gateway (/v3/...), ZooKeeper admin commands (/commands/...) and /debug/pprof")
+	fs.StringVar(&cfg.HTTPListen, "http-listen", "127.0.0.1:8080", "address for /health, /livez, /readyz, the etcd JSON gateway (/v3/...), ZooKeeper admin commands (/commands/...) and /debug/pprof")
 	fs.Uint64Var(&cfg.ID, "id", 1, "this member's ID in the ensemble")
 	peers := fs.String("peers", "", "voting ensemble members as id=host:port,... (peer addresses, this member included; empty: a single member)")
 	observers := fs.String("observers", "", "non-voting ensemble members as id=host:port,... (they receive commits and serve reads)")
@@ -80,6 +91,8 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&cfg.FourLetterWords, "4lw-whitelist", "*", "four-letter words answered on the ZooKeeper port: * or a comma-separated list")
 	fs.DurationVar(&cfg.ReaperInterval, "reaper-interval", time.Second, "how often empty containers and expired TTL znodes are removed")
 	fs.IntVar(&cfg.MaxBuffer, "jute-maxbuffer", 0xfffff, "largest ZooKeeper packet accepted, in bytes")
+	fs.IntVar(&cfg.MaxClientConns, "max-client-cnxns", 60, "most connections one client IP may hold on the ZooKeeper port, as ZooKeeper's maxClientCnxns (0: no limit)")
+	fs.IntVar(&cfg.MaxConns, "max-cnxns", 0, "most connections the ZooKeeper port holds in all, as ZooKeeper's maxCnxns (0: no limit)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -113,6 +126,9 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	}
 	if cfg.MaxRequestBytes <= 0 || cfg.MaxBuffer <= 0 {
 		return cfg, errors.New("--max-request-bytes and --jute-maxbuffer must be positive")
+	}
+	if cfg.MaxClientConns < 0 || cfg.MaxConns < 0 {
+		return cfg, errors.New("--max-client-cnxns and --max-cnxns must be 0 (no limit) or positive")
 	}
 	if cfg.TickTime <= 0 {
 		return cfg, errors.New("--tick-time must be positive")

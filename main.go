@@ -49,6 +49,15 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- Addr
 	if err != nil {
 		return err
 	}
+	return serve(ctx, cfg, stderr, ready)
+}
+
+// serve runs a node with cfg until ctx ends, or until its member stops on
+// a failure: then, as etcd does on a failed write or apply, it closes
+// everything and returns the failure, and the process exits non-zero for
+// its supervisor to restart it. A member that cannot apply the log must
+// not keep answering from a state that no longer follows it.
+func serve(ctx context.Context, cfg Config, stderr io.Writer, ready chan<- Addrs) error {
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	n, err := startNode(cfg, logger)
 	if err != nil {
@@ -59,9 +68,15 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- Addr
 	if ready != nil {
 		ready <- n.addrs
 	}
-	<-ctx.Done()
-	logger.Info("janus stopping")
-	return n.Close()
+	select {
+	case <-ctx.Done():
+		logger.Info("janus stopping")
+		return n.Close()
+	case <-n.member.Done():
+		failure := n.member.Err()
+		logger.Error("member stopped; janus exits", "err", failure)
+		return errors.Join(fmt.Errorf("member stopped: %w", failure), n.Close())
+	}
 }
 
 const (

@@ -12,7 +12,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/januskv/janus/core"
 	"github.com/januskv/janus/etcdapi"
+	"github.com/januskv/janus/internal/accept"
 	"github.com/januskv/janus/server"
 	"github.com/januskv/janus/zkapi"
 )
@@ -86,17 +88,22 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 		ElectionTimeout:   cfg.ElectionTimeout,
 		HeartbeatInterval: cfg.HeartbeatInterval,
 		MaxDiffEntries:    cfg.MaxDiffEntries,
+		ApplyFault:        cfg.applyFault,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
 	}
 	n = &node{log: logger, member: member, addrs: addrs, served: make(chan error, 3)}
-	n.etcd = etcdapi.New(member, etcdapi.Config{
+	var backend core.Backend = member
+	if cfg.wrapBackend != nil {
+		backend = cfg.wrapBackend(member)
+	}
+	n.etcd = etcdapi.New(backend, etcdapi.Config{
 		Logger:                 logger.With("face", "etcd"),
 		MaxRequestBytes:        cfg.MaxRequestBytes,
 		ProgressNotifyInterval: cfg.WatchProgressNotify,
 	})
-	n.zk = zkapi.New(member, zkapi.Config{
+	n.zk = zkapi.New(backend, zkapi.Config{
 		Logger:              logger.With("face", "zookeeper"),
 		TickTime:            cfg.TickTime,
 		MinSessionTimeout:   cfg.MinSessionTimeout,
@@ -104,9 +111,12 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 		FourLetterWhitelist: splitList(cfg.FourLetterWords),
 		ReaperInterval:      cfg.ReaperInterval,
 		MaxBuffer:           cfg.MaxBuffer,
+		MaxClientConns:      cfg.MaxClientConns,
+		MaxConns:            cfg.MaxConns,
 	})
 	mux := http.NewServeMux()
-	mux.HandleFunc("/health", n.health)
+	health := &healthChecks{b: backend, log: logger.With("face", "http"), timeout: healthTimeout(cfg)}
+	health.register(mux)
 	mux.Handle("/v3/", n.etcd.GatewayHandler())
 	mux.Handle("/commands/", n.zk.AdminHandler())
 	mux.Handle("/commands", n.zk.AdminHandler())
@@ -115,12 +125,22 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	n.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	n.http = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: httpReadHeaderTimeout,
+		ReadTimeout:       httpReadTimeout,
+		ErrorLog:          slog.NewLogLogger(logger.With("face", "http").Handler(), slog.LevelDebug),
+	}
 
-	go func() { n.served <- n.etcd.Serve(ls[0]) }()
+	// The ZooKeeper server rides out temporary accept errors itself;
+	// grpc-go and net/http would too, but log each retry: these log a
+	// burst once.
+	etcdL := accept.Patient(ls[0], logger.With("face", "etcd"))
+	httpL := accept.Patient(ls[2], logger.With("face", "http"))
+	go func() { n.served <- n.etcd.Serve(etcdL) }()
 	go func() { n.served <- n.zk.Serve(ls[1]) }()
 	go func() {
-		err := n.http.Serve(ls[2])
+		err := n.http.Serve(httpL)
 		if errors.Is(err, http.ErrServerClosed) {
 			err = nil
 		}
@@ -152,26 +172,18 @@ func splitList(s string) []string {
 	return out
 }
 
-// health answers like etcd's /health: a quick read of the local state.
-func (n *node) health(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-	defer cancel()
-	w.Header().Set("Content-Type", "application/json")
-	v, err := n.member.Read(ctx, 0)
-	if err != nil {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		fmt.Fprintf(w, `{"health":"false","reason":%q}`+"\n", err.Error())
-		return
-	}
-	v.Close()
-	// Like etcd: a member that knows no leader cannot serve writes or
-	// linearizable reads, so it is not healthy.
-	if n.member.Status().LeaderID == 0 {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		fmt.Fprintln(w, `{"health":"false","reason":"no leader"}`)
-		return
-	}
-	fmt.Fprintln(w, `{"health":"true","reason":""}`)
+// HTTP server timeouts. A request's headers must arrive within
+// httpReadHeaderTimeout and its body within httpReadTimeout, so a client
+// that sends slowly cannot hold a connection and its buffers forever.
+const (
+	httpReadHeaderTimeout = 10 * time.Second
+	httpReadTimeout       = time.Minute
+)
+
+// healthTimeout bounds a health check's read as etcd's request timeout
+// does: 5s plus two election timeouts.
+func healthTimeout(cfg Config) time.Duration {
+	return 5*time.Second + 2*cfg.ElectionTimeout
 }
 
 // Close stops the listeners, then the member.

@@ -75,6 +75,19 @@ type Status struct {
 	CompactRev   int64
 	DBSize       int64
 	Members      []Member
+	// Err is why the member stopped applying the log (an I/O or apply
+	// failure), nil while it runs. A stopped member serves nothing more.
+	Err error
+	// Alarms are the member's raised alarms by etcd's names (NOSPACE,
+	// CORRUPT).
+	Alarms []string
+}
+
+// Serving reports whether a member with this status can serve clients:
+// it has not stopped, it knows a leader, and no alarm is raised. Health
+// checks of both faces ask it.
+func (s Status) Serving() bool {
+	return s.Err == nil && s.LeaderID != 0 && len(s.Alarms) == 0
 }
 
 // Member is one server of the ensemble as clients should see it.

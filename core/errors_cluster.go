@@ -4,8 +4,9 @@ import "errors"
 
 // Errors a replicated Backend returns when the ensemble, not the op, is the
 // problem. The faces map them to their protocol's own (etcd: "etcdserver:
-// no leader" / "etcdserver: leader changed", both Unavailable; ZooKeeper:
-// ConnectionLoss), so clients retry or move to another server.
+// no leader" / "etcdserver: leader changed" / "etcdserver: server stopped",
+// all Unavailable; ZooKeeper: ConnectionLoss), so clients retry or move to
+// another server.
 var (
 	// ErrNoLeader: the member knows no leader it is synchronized with (an
 	// election is running, or it is cut off from a quorum). Nothing was
@@ -14,4 +15,8 @@ var (
 	// ErrLeaderChanged: the leader changed before the member learned the
 	// write's outcome. It may or may not commit.
 	ErrLeaderChanged = errors.New("core: leader changed")
+	// ErrStopped: the member has stopped (a failure ended its log writer
+	// or applier, or it is closing) and serves nothing more. A write may
+	// or may not have committed; the caller should go to another member.
+	ErrStopped = errors.New("core: member stopped")
 )

@@ -17,7 +17,10 @@ import (
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3lock/v3lockpb"
 	lockgw "go.etcd.io/etcd/server/v3/etcdserver/api/v3lock/v3lockpb/gw"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -99,8 +102,10 @@ type Server struct {
 	ctx    context.Context // ends when the server stops
 	cancel context.CancelFunc
 
-	stopOnce sync.Once
-	lockSvc  *lockServer
+	stopOnce   sync.Once
+	lockSvc    *lockServer
+	health     *healthServer
+	healthDone chan struct{} // closed when health.follow has returned
 
 	mu       sync.Mutex
 	addrs    []string // client URLs of the listeners served
@@ -140,6 +145,8 @@ func New(b core.Backend, cfg Config) *Server {
 	pb.RegisterClusterServer(s.grpc, &clusterServer{s: s})
 	pb.RegisterMaintenanceServer(s.grpc, &maintenanceServer{s: s})
 	pb.RegisterAuthServer(s.grpc, &authServer{s: s})
+	s.health = newHealthServer(s)
+	healthpb.RegisterHealthServer(s.grpc, s.health)
 
 	conn, err := grpc.NewClient("passthrough:///janus-inner",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return s.inner.DialContext(ctx) }),
@@ -157,6 +164,11 @@ func New(b core.Backend, cfg Config) *Server {
 	v3lockpb.RegisterLockServer(s.grpc, s.lockSvc)
 	v3electionpb.RegisterElectionServer(s.grpc, &electionServer{s: s})
 
+	s.healthDone = make(chan struct{})
+	go func() {
+		defer close(s.healthDone)
+		s.health.follow(s.ctx)
+	}()
 	go func() {
 		defer close(s.innerDone)
 		if err := s.grpc.Serve(s.inner); err != nil {
@@ -208,13 +220,46 @@ func (s *Server) GatewayHandler() http.Handler {
 			panic(fmt.Sprintf("etcdapi: gateway: %v", err))
 		}
 	}
-	return mux
+	return limitBody(mux, 2*int64(s.cfg.MaxRequestBytes+grpcOverheadBytes))
 }
+
+// limitBody bounds the JSON bodies the gateway reads into memory. etcd's
+// gateway has no limit of its own: it reads any body whole, and only its
+// gRPC server refuses the message then (MaxRequestBytes plus the gRPC
+// overhead), with ResourceExhausted, which the gateway sends as a 429. A
+// JSON body is larger than its message (bytes travel as base64, 4/3 of
+// their size), so limit is twice the gRPC limit: every body etcd would
+// pass on still gets etcd's answer from the gRPC server, and a larger one
+// gets the same answer before it is read. Streams (watch, lease
+// keep-alive) carry one message after another in their body, so only
+// their declared length is checked.
+func limitBody(mux *gwruntime.ServeMux, limit int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > limit {
+			_, out := gwruntime.MarshalerForRequest(mux, r)
+			err := status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", r.ContentLength, limit)
+			gwruntime.HTTPError(r.Context(), mux, out, w, r, err)
+			return
+		}
+		if streamPaths[r.URL.Path] {
+			// A stream's body lasts as long as the stream: the HTTP
+			// server's read timeout is for whole requests.
+			_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+		} else {
+			r.Body = http.MaxBytesReader(w, r.Body, limit)
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// streamPaths are the gateway's client-streaming calls.
+var streamPaths = map[string]bool{"/v3/watch": true, "/v3/lease/keepalive": true}
 
 // Stop ends every stream and listener and waits for the handlers to return.
 func (s *Server) Stop() {
 	s.stopOnce.Do(func() {
 		s.cancel()
+		<-s.healthDone
 		s.lockSvc.close()
 		s.grpc.Stop()
 		s.innerConn.Close()

@@ -205,7 +205,7 @@ func grpcError(err error) error {
 		return rpctypes.ErrGRPCCanceled
 	case errors.Is(err, context.DeadlineExceeded):
 		return rpctypes.ErrGRPCDeadlineExceeded
-	case errors.Is(err, core.ErrHubClosed):
+	case errors.Is(err, core.ErrHubClosed), errors.Is(err, core.ErrStopped):
 		return rpctypes.ErrGRPCStopped
 	case errors.Is(err, core.ErrNoLeader):
 		return rpctypes.ErrGRPCNoLeader

@@ -60,6 +60,11 @@ type MemberConfig struct {
 	// TrimInterval is how often the log is trimmed below what the state
 	// has made durable (default 1 minute).
 	TrimInterval time.Duration
+	// ApplyFault, if set, is asked before each group of entries is
+	// applied, with the group's first index; an error it returns fails
+	// the apply as a failing disk would, and so stops the member. Tests
+	// use it to see what a stopped member looks like to clients.
+	ApplyFault func(index uint64) error
 }
 
 // ClientAddrs are the addresses a member serves clients on.
@@ -187,6 +192,14 @@ func (m *Member) Close() error {
 	return errors.Join(errLog, errStore)
 }
 
+// Done is closed once the member has stopped applying the log: after
+// Close, or after an I/O or apply failure, which Err then returns.
+func (m *Member) Done() <-chan struct{} { return m.zab.Done() }
+
+// Err returns the failure that stopped the member, or nil while it runs
+// and after a clean Close.
+func (m *Member) Err() error { return m.zab.Err() }
+
 // current returns the state and hub in use.
 func (m *Member) current() (*stateRef, *core.Hub) {
 	m.mu.RLock()
@@ -206,6 +219,11 @@ func (s *stateMachine) Apply(entries []zab.Entry) ([]any, error) {
 // log flushes them: the store publishes them, and the hub and the lessor
 // learn of them, only after durable returns nil.
 func (s *stateMachine) ApplyWhen(entries []zab.Entry, durable func() error) ([]any, error) {
+	if fault := s.m.cfg.ApplyFault; fault != nil && len(entries) > 0 {
+		if err := fault(entries[0].Index); err != nil {
+			return nil, fmt.Errorf("server: apply entry %d: %w", entries[0].Index, err)
+		}
+	}
 	ces := make([]core.Entry, len(entries))
 	for i, e := range entries {
 		op, err := core.DecodeOp(e.Data)
@@ -261,6 +279,8 @@ func clusterErr(what string, err error) error {
 		return fmt.Errorf("%s: %w", what, core.ErrNoLeader)
 	case errors.Is(err, zab.ErrLeaderChanged):
 		return fmt.Errorf("%s: %w", what, core.ErrLeaderChanged)
+	case errors.Is(err, zab.ErrStopped):
+		return fmt.Errorf("%s: %w: %w", what, core.ErrStopped, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }
@@ -336,7 +356,7 @@ func (m *Member) Linearize(ctx context.Context) error {
 		return clusterErr("read index", err)
 	}
 	if err := m.zab.WaitApplied(ctx, idx); err != nil {
-		return fmt.Errorf("wait applied %d: %w", idx, err)
+		return clusterErr(fmt.Sprintf("wait applied %d", idx), err)
 	}
 	return nil
 }
@@ -370,6 +390,7 @@ func (m *Member) Status() core.Status {
 		CompactRev:   st.CompactRev,
 		DBSize:       st.DBSize,
 		Members:      m.members(leader),
+		Err:          m.zab.Err(),
 	}
 }
 

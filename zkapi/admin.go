@@ -23,6 +23,13 @@ func (s *Server) AdminHandler() http.Handler {
 			writeJSON(w, http.StatusNotFound, map[string]any{"command": name, "error": "Command not found: " + name})
 			return
 		}
+		s.awaitReady()
+		if canonical != "environment" && !s.backend.Status().Serving() {
+			// As ZooKeeper's AdminServer answers a command that needs a
+			// running server.
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"command": canonical, "error": strings.TrimSuffix(notServing, "\n")})
+			return
+		}
 		out, err := s.adminCommand(canonical)
 		if err != nil {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"command": canonical, "error": err.Error()})

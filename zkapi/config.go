@@ -28,8 +28,11 @@ type Config struct {
 	// DisableExtendedTypes turns TTL nodes off, as ZooKeeper's
 	// extendedTypesEnabled=false does (they are on by default).
 	DisableExtendedTypes bool
-	// MaxClientConns bounds connections per client IP (0: no limit).
+	// MaxClientConns bounds connections per client IP, as ZooKeeper's
+	// maxClientCnxns (0: no limit). MaxConns bounds them all, as its
+	// maxCnxns (0: no limit). A connection over a limit is closed at once.
 	MaxClientConns int
+	MaxConns       int
 	// MaxOutstanding bounds the requests one connection has read and not
 	// yet answered (default 1000, ZooKeeper's globalOutstandingLimit);
 	// once it is reached the connection reads no more until the oldest

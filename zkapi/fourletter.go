@@ -15,8 +15,15 @@ func (c *conn) fourLetterWord() bool {
 	_ = c.nc.SetReadDeadline(time.Now().Add(c.srv.cfg.MaxSessionTimeout))
 	head, err := c.br.Peek(4)
 	if err != nil || !slices.Contains(fourLetterWords, string(head)) {
+		// A session waits for the server to follow the event stream
+		// (see New); a four-letter word never does.
+		select {
+		case <-c.srv.ready:
+		case <-c.srv.ctx.Done():
+		}
 		return false
 	}
+	c.srv.awaitReady()
 	cmd := string(head)
 	c.countReceived()
 	var out string
@@ -25,8 +32,64 @@ func (c *conn) fourLetterWord() bool {
 	} else {
 		out = c.srv.fourLetterText(cmd)
 	}
-	c.push([]byte(out))
+	if out != "" {
+		c.push([]byte(out))
+	}
 	return true
+}
+
+// awaitReady returns once the server follows the event stream (its
+// system nodes exist then, as a ZooKeeper's always do), or as soon as the
+// member cannot serve: without a leader the stream may not start for a
+// long time, and a four-letter word should get its out-of-service answer
+// at once, as ZooKeeper's does out of quorum.
+func (s *Server) awaitReady() {
+	select {
+	case <-s.ready:
+		return
+	default:
+	}
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for s.backend.Status().Serving() {
+		select {
+		case <-s.ready:
+			return
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// notServing is ZooKeeper's answer to most four-letter words while its
+// server is not running: out of quorum, say, or failed.
+const notServing = "This ZooKeeper instance is not currently serving requests\n"
+
+// needServing are the words ZooKeeper 3.8 answers with notServing while
+// its server is not running (their commands check isZKServerRunning).
+var needServing = []string{"conf", "cons", "dump", "mntr", "srvr", "stat", "wchc", "wchp", "wchs"}
+
+// unservedText answers cmd for a member that cannot serve (st.Serving is
+// false), as ZooKeeper 3.8 does for a server that is not running, and
+// reports whether it did. ruok still says imok without a leader, as
+// ZooKeeper's does ("imok" means the process is up and bound to the
+// port, not that it is in a quorum), but says nothing once the member
+// has stopped or has an alarm raised: ZooKeeper's ruok does not respond
+// at all from a server in an error state.
+func unservedText(cmd string, st core.Status) (string, bool) {
+	switch {
+	case cmd == "ruok":
+		if st.Err != nil || len(st.Alarms) > 0 {
+			return "", true
+		}
+		return "", false
+	case cmd == "isro":
+		return "null", true
+	case slices.Contains(needServing, cmd):
+		return notServing, true
+	}
+	return "", false
 }
 
 // fourLetterText renders a four-letter word's answer as ZooKeeper formats it.
@@ -35,6 +98,11 @@ func (s *Server) fourLetterText(cmd string) string {
 	kv := func(pairs [][2]string, sep string) {
 		for _, p := range pairs {
 			fmt.Fprintf(&b, "%s%s%s\n", p[0], sep, p[1])
+		}
+	}
+	if st := s.backend.Status(); !st.Serving() {
+		if out, done := unservedText(cmd, st); done {
+			return out
 		}
 	}
 	switch cmd {
@@ -50,7 +118,7 @@ func (s *Server) fourLetterText(cmd string) string {
 	case "srvr", "stat":
 		nodes, _, _, _, err := s.treeCounts()
 		if err != nil {
-			return "This ZooKeeper instance is not currently serving requests\n"
+			return notServing
 		}
 		fmt.Fprintf(&b, "Zookeeper version: %s\n", version)
 		if cmd == "stat" {
@@ -69,7 +137,7 @@ func (s *Server) fourLetterText(cmd string) string {
 	case "mntr":
 		pairs, err := s.mntr()
 		if err != nil {
-			return "This ZooKeeper instance is not currently serving requests\n"
+			return notServing
 		}
 		kv(pairs, "\t")
 	case "cons":
@@ -105,7 +173,7 @@ func (s *Server) fourLetterText(cmd string) string {
 		b.WriteString("\n")
 	case "dump":
 		if err := s.dump(&b); err != nil {
-			return "This ZooKeeper instance is not currently serving requests\n"
+			return notServing
 		}
 	default:
 		// Recognized but not offered (crst, srst, stmk, gtmk, hash, dirs):

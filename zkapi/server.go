@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/januskv/janus/core"
+	"github.com/januskv/janus/internal/accept"
 )
 
 // Server serves the ZooKeeper client protocol on a core.Backend.
@@ -32,10 +33,14 @@ type Server struct {
 	conns     map[*conn]struct{}
 	sessions  map[int64]*conn // each session's current connection
 	closed    bool
+	rejected  rateLog // connections refused by the limits
 }
 
 // New returns a Server on b. It starts following b's event stream at once;
-// Serve accepts clients once that stream is running.
+// Serve accepts clients at once, but starts sessions only once that stream
+// is running, so that no watch misses an event. Without a leader that can
+// take a while: four-letter words are answered meanwhile (see
+// awaitReady), as ZooKeeper answers them out of quorum.
 func New(b core.Backend, cfg Config) *Server {
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -60,7 +65,10 @@ func New(b core.Backend, cfg Config) *Server {
 var ErrServerClosed = errors.New("zkapi: server closed")
 
 // Serve accepts connections on l until Close; it always returns an error.
-func (s *Server) Serve(l net.Listener) error {
+// Temporary accept errors (out of file descriptors, say) do not end it:
+// it backs off and accepts again once they pass.
+func (s *Server) Serve(ln net.Listener) error {
+	l := accept.Patient(ln, s.log)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -73,21 +81,11 @@ func (s *Server) Serve(l net.Listener) error {
 		delete(s.listeners, l)
 		s.mu.Unlock()
 	}()
-	select {
-	case <-s.ready:
-	case <-s.ctx.Done():
-		return ErrServerClosed
-	}
 	for {
 		nc, err := l.Accept()
 		if err != nil {
 			if s.ctx.Err() != nil {
 				return ErrServerClosed
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
-				continue
 			}
 			return fmt.Errorf("zkapi: accept: %w", err)
 		}
@@ -111,8 +109,14 @@ func (s *Server) Serve(l net.Listener) error {
 	}
 }
 
-// admit applies the per-IP connection limit; s.mu is held.
+// admit applies the connection limits, as ZooKeeper's accept thread does:
+// the total (maxCnxns) and the per-IP (maxClientCnxns) one. A connection
+// over either is closed at once, before it is read. s.mu is held.
 func (s *Server) admit(c *conn) bool {
+	if s.cfg.MaxConns > 0 && len(s.conns) >= s.cfg.MaxConns {
+		s.rejected.log(s.log, "too many connections; closing a new one", "remote", c.remote, "max_cnxns", s.cfg.MaxConns)
+		return false
+	}
 	if s.cfg.MaxClientConns <= 0 {
 		return true
 	}
@@ -123,10 +127,33 @@ func (s *Server) admit(c *conn) bool {
 		}
 	}
 	if n >= s.cfg.MaxClientConns {
-		s.log.Warn("too many connections from one address", "remote", c.remote, "max", s.cfg.MaxClientConns)
+		s.rejected.log(s.log, "too many connections from one address; closing a new one", "remote", c.remote, "max_client_cnxns", s.cfg.MaxClientConns)
 		return false
 	}
 	return true
+}
+
+// rateLog logs a message at most once a second, counting the ones it
+// holds back, as ZooKeeper's RateLogger does for refused connections: a
+// client retrying in a loop must not flood the log.
+type rateLog struct {
+	last    time.Time
+	dropped int
+}
+
+// log writes msg unless one was written less than a second ago. Its
+// caller serializes the calls (s.mu for the admission log).
+func (r *rateLog) log(l *slog.Logger, msg string, args ...any) {
+	now := time.Now()
+	if !r.last.IsZero() && now.Sub(r.last) < time.Second {
+		r.dropped++
+		return
+	}
+	if r.dropped > 0 {
+		args = append(args, "not_logged_since_last", r.dropped)
+	}
+	l.Warn(msg, args...)
+	r.last, r.dropped = now, 0
 }
 
 // Close stops accepting, closes every connection (sessions live on until
