@@ -216,6 +216,19 @@ func (c *Cluster) kill(n *Node) {
 // Kill sends SIGKILL to node i (0-based) and waits until it is gone.
 func (c *Cluster) Kill(i int) { c.kill(c.Nodes[i]) }
 
+// KillAll sends SIGKILL to every node in the given order, all before
+// waiting for any, so that none runs on long after the first dies, and then
+// waits until all are gone: a whole-ensemble power cut.
+func (c *Cluster) KillAll(order []int) {
+	for _, i := range order {
+		c.signal(c.Nodes[i], syscall.SIGCONT) // a stopped process must run to die promptly
+		c.signal(c.Nodes[i], syscall.SIGKILL)
+	}
+	for _, i := range order {
+		c.kill(c.Nodes[i])
+	}
+}
+
 // Running reports whether node i's process is alive (stopped counts).
 func (c *Cluster) Running(i int) bool {
 	n := c.Nodes[i]
@@ -240,19 +253,18 @@ func (c *Cluster) Pause(i int) { c.signal(c.Nodes[i], syscall.SIGSTOP) }
 func (c *Cluster) Resume(i int) { c.signal(c.Nodes[i], syscall.SIGCONT) }
 
 // Restart starts node i again with the same flags and data dir and waits
-// until it is ready. The node must not be running.
-func (c *Cluster) Restart(i int) {
-	c.t.Helper()
+// until it is ready. The node must not be running. It returns an error
+// rather than failing the test, so fault injectors running outside the
+// test's goroutine can hand the failure back to it.
+func (c *Cluster) Restart(i int) error {
 	n := c.Nodes[i]
 	if c.Running(i) {
-		c.t.Fatalf("cluster: restart of node %d, which is running", n.ID)
+		return fmt.Errorf("cluster: restart of node %d, which is running", n.ID)
 	}
 	if err := c.spawn(n); err != nil {
-		c.t.Fatal(err)
+		return err
 	}
-	if err := c.waitReady(n); err != nil {
-		c.t.Fatal(err)
-	}
+	return c.waitReady(n)
 }
 
 // Wipe removes node i's data dir; the node must not be running.
