@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -103,6 +104,7 @@ type testNode struct {
 
 type cluster struct {
 	t         *testing.T
+	seed      uint64 // of the network's faults, and of a test's own choices
 	net       *MemNetwork
 	peers     map[uint64]string
 	observers map[uint64]string
@@ -110,9 +112,26 @@ type cluster struct {
 	tweak     func(*Config)
 }
 
+var seedFlag = flag.Uint64("zab.seed", 0, "seed of the in-memory network's faults and of the randomized tests' choices (0: from the clock)")
+
+// testSeed returns the seed a randomized test runs with, -zab.seed or one
+// from the clock, and logs it. The seed fixes every random choice (which
+// messages the network drops, duplicates and delays, and TestChaos's fault
+// schedule); goroutine scheduling still varies between runs.
+func testSeed(t *testing.T) uint64 {
+	t.Helper()
+	s := *seedFlag
+	if s == 0 {
+		s = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (replay with -zab.seed=%d)", s, s)
+	return s
+}
+
 func newCluster(t *testing.T, voters, observers int) *cluster {
 	t.Helper()
-	c := &cluster{t: t, net: NewMemNetwork(uint64(time.Now().UnixNano())), peers: map[uint64]string{},
+	seed := testSeed(t)
+	c := &cluster{t: t, seed: seed, net: NewMemNetwork(seed), peers: map[uint64]string{},
 		observers: map[uint64]string{}, nodes: map[uint64]*testNode{}}
 	for i := 1; i <= voters; i++ {
 		c.peers[uint64(i)] = fmt.Sprintf("mem-%d", i)
