@@ -40,6 +40,17 @@ func openTestMember(t *testing.T, dir string, clock *fakeClock) *Member {
 	return m
 }
 
+// mustNode reads key from v, failing the test if the read fails: an error
+// must never pass for "the key is gone".
+func mustNode(t *testing.T, v core.View, key string) *core.Node {
+	t.Helper()
+	n, err := v.Node([]byte(key))
+	if err != nil {
+		t.Fatalf("read %s: %v", key, err)
+	}
+	return n
+}
+
 func putOp(k, v string, lease int64) *core.Op {
 	return &core.Op{Txn: &core.Txn{Success: []core.TxnOp{{Kind: core.OpPut, Key: []byte(k), Value: []byte(v), Lease: lease}}}}
 }
@@ -76,7 +87,7 @@ func TestMemberWritesSurviveRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer v.Close()
-	n, _ := v.Node([]byte("a/k"))
+	n := mustNode(t, v, "a/k")
 	if n == nil || n.Version == 0 {
 		t.Fatalf("a/k lost: %+v", n)
 	}
@@ -132,9 +143,12 @@ func TestLeaseExpiryRevokesThroughTheLog(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	v, _ := m.Read(ctx, 0)
+	v, err := m.Read(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer v.Close()
-	if n, _ := v.Node([]byte("/eph")); n != nil {
+	if n := mustNode(t, v, "/eph"); n != nil {
 		t.Fatal("key of an expired lease survived")
 	}
 	if _, err := m.Leases().KeepAlive(ctx, id); core.CodeOf(err) != core.CodeLeaseNotFound {
