@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/januskv/janus/core"
+	"github.com/januskv/janus/internal/testlog"
 )
 
 // fakeClock is a settable clock for lease tests.
@@ -29,7 +30,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 
 func openTestMember(t *testing.T, dir string, clock *fakeClock) *Member {
 	t.Helper()
-	cfg := MemberConfig{DataDir: dir, LeaseCheckInterval: 5 * time.Millisecond}
+	cfg := MemberConfig{DataDir: dir, Logger: testlog.New(t), LeaseCheckInterval: 5 * time.Millisecond}
 	if clock != nil {
 		cfg.Clock = clock.Now
 	}

@@ -8,12 +8,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/januskv/janus/internal/testlog"
 )
 
 // replSM is a deterministic state machine for replication tests: it
@@ -105,6 +107,7 @@ type testNode struct {
 type cluster struct {
 	t         *testing.T
 	seed      uint64 // of the network's faults, and of a test's own choices
+	log       *slog.Logger
 	net       *MemNetwork
 	peers     map[uint64]string
 	observers map[uint64]string
@@ -131,7 +134,8 @@ func testSeed(t *testing.T) uint64 {
 func newCluster(t *testing.T, voters, observers int) *cluster {
 	t.Helper()
 	seed := testSeed(t)
-	c := &cluster{t: t, seed: seed, net: NewMemNetwork(seed), peers: map[uint64]string{},
+	// The logger first, so that its cleanup runs after the members close.
+	c := &cluster{t: t, seed: seed, log: testlog.New(t), net: NewMemNetwork(seed), peers: map[uint64]string{},
 		observers: map[uint64]string{}, nodes: map[uint64]*testNode{}}
 	for i := 1; i <= voters; i++ {
 		c.peers[uint64(i)] = fmt.Sprintf("mem-%d", i)
@@ -187,10 +191,7 @@ func (c *cluster) start(id uint64) {
 		ElectionTimeout: 200 * time.Millisecond, HeartbeatInterval: 20 * time.Millisecond,
 		SegmentSize: 4 << 10,
 	}
-	if os.Getenv("ZAB_TEST_LOG") != "" {
-		cfg.Logger = (&logBuffer{}).logger()
-		cfg.Logger = slogStderr(id)
-	}
+	cfg.Logger = c.log.With("node", id)
 	if c.tweak != nil {
 		c.tweak(&cfg)
 	}

@@ -46,6 +46,11 @@ type Options struct {
 	// ReadyTimeout bounds how long a node may take to answer /health
 	// (default 30s).
 	ReadyTimeout time.Duration
+	// ExpectErrors is set by a test that makes members log at ERROR on
+	// purpose. Otherwise an ERROR record in any member's log fails the test
+	// when it ends: a member that met something it could not handle is a
+	// failure even if the clients never noticed.
+	ExpectErrors bool
 }
 
 // Node is one member process and where it listens.
@@ -107,6 +112,11 @@ func Start(t testing.TB, opts Options) *Cluster {
 	t.Cleanup(func() {
 		for _, n := range c.Nodes {
 			c.kill(n)
+		}
+		for _, n := range c.Nodes {
+			if lines := errorLines(n.LogPath); len(lines) > 0 && !opts.ExpectErrors {
+				t.Errorf("cluster: node %d logged %d unexpected ERROR records (%s), the first:\n%s", n.ID, len(lines), n.LogPath, strings.Join(lines[:min(len(lines), 5)], "\n"))
+			}
 		}
 		if t.Failed() {
 			for _, n := range c.Nodes {
@@ -314,6 +324,22 @@ func freePorts(t testing.TB, n int) []int {
 		}
 		ls = append(ls, l)
 		out = append(out, l.Addr().(*net.TCPAddr).Port)
+	}
+	return out
+}
+
+// errorLines returns the ERROR records of a node's log (text handler
+// format).
+func errorLines(path string) []string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, " level=ERROR ") {
+			out = append(out, l)
+		}
 	}
 	return out
 }
