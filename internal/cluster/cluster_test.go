@@ -70,9 +70,9 @@ func TestClusterFaults(t *testing.T) {
 	// stop before it returns (deferred calls run last to first).
 	defer res.Wait()
 	defer cancel()
+	end := time.Now().Add(chaosDuration(t))
 	go func() {
 		defer cancel()
-		end := time.Now().Add(chaosDuration(t))
 		for round := 0; round == 0 || time.Now().Before(end); round++ {
 			if err := faultRound(t, c, res); err != nil {
 				faultErr <- fmt.Errorf("fault round %d: %w", round, err)
