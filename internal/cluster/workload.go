@@ -269,6 +269,21 @@ func (r *Results) WaitProgress(ctx context.Context, since map[string]int, n int)
 	}
 }
 
+// tooLittle names every kind of operation that had fewer than MinAcks
+// definite answers over the run: with nothing done, every other check
+// would pass with nothing to check.
+func (r *Results) tooLittle() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, k := range Kinds {
+		if r.acks[k] < r.w.MinAcks {
+			out = append(out, fmt.Sprintf("the workload did too little to check: %d %s operations had a definite answer, want at least %d (all: %v; failures %v)", r.acks[k], k, r.w.MinAcks, r.acks, r.failures))
+		}
+	}
+	return out
+}
+
 // key returns the name of register i of the current generation of keys:
 // n is the count of register operations started on the face so far.
 func (r *Results) key(prefix string, n int64, i int) string {
@@ -487,13 +502,9 @@ func (r *Results) Check(t testing.TB) {
 		return nil
 	})
 
-	r.mu.Lock()
-	for _, k := range Kinds {
-		if r.acks[k] < w.MinAcks {
-			t.Errorf("the workload did too little to check: %d %s operations had a definite answer, want at least %d (all: %v; failures %v)", r.acks[k], k, w.MinAcks, r.acks, r.failures)
-		}
+	for _, p := range r.tooLittle() {
+		t.Error(p)
 	}
-	r.mu.Unlock()
 	ops := r.Etcd.Operations()
 	linearize.CheckLinearizable(t, "etcd", w.Seed, linearize.EtcdModel, ops, 60*time.Second)
 	linearize.CheckLinearizable(t, "zookeeper", w.Seed, linearize.ZKModel, r.ZK.Operations(), 60*time.Second)
