@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,11 +21,12 @@ import (
 
 // killAllKinds are the operations killLoad counts; each must make progress
 // after every power cut and over the run.
-var killAllKinds = []string{"put", "get", "delete", "lease grant", "lease put", "lease revoke", "lock hold"}
+var killAllKinds = []string{"put", "txn", "get", "delete", "lease grant", "lease put", "lease revoke", "lock hold"}
 
 // TestClusterKillAll cuts the power of the whole ensemble: rounds of
-// SIGKILL to all three members at once under a write load (puts, deletes,
-// lease grant/attach/revoke, lock acquisitions with fenced writes), each
+// SIGKILL to all three members at once under a write load (puts, Txns of
+// many large puts, deletes, lease grant/attach/revoke, lock acquisitions
+// with fenced writes), each
 // followed by a restart of all three. After each round the load must make
 // progress of every kind. At the end every member must hold the same
 // history at every revision (each member's own watch from revision 1), no
@@ -70,7 +72,7 @@ func TestClusterKillAll(t *testing.T) {
 				return
 			}
 			pctx, pcancel := context.WithTimeout(context.Background(), 60*time.Second)
-			err := load.waitProgress(pctx, before, minPerFault)
+			err := waitProgress(pctx, killAllKinds, load.snapshot, before, minPerFault)
 			pcancel()
 			if err != nil {
 				faultErr <- fmt.Errorf("round %d: after restarting every member: %w", round, err)
@@ -159,28 +161,6 @@ func (l *killLoad) snapshot() map[string]int {
 	return maps.Clone(l.acks)
 }
 
-// waitProgress waits until every kind has n more definite answers than in
-// since, or ctx ends.
-func (l *killLoad) waitProgress(ctx context.Context, since map[string]int, n int) error {
-	for {
-		now := l.snapshot()
-		var stuck []string
-		for _, k := range killAllKinds {
-			if now[k]-since[k] < n {
-				stuck = append(stuck, fmt.Sprintf("%s (%d)", k, now[k]-since[k]))
-			}
-		}
-		if len(stuck) == 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("the load made no progress (fewer than %d definite answers) in %v", n, stuck)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
 // writer puts write-once keys, reads and deletes some of its own, and
 // attaches keys to leases it then revokes.
 func (l *killLoad) writer(ctx context.Context, cli *clientv3.Client, id int) {
@@ -224,7 +204,31 @@ func (l *killLoad) writer(ctx context.Context, cli *clientv3.Client, id int) {
 				}
 				return nil
 			})
-		case p < 14:
+		case p < 15:
+			// A Txn of many large puts: big entries make big write groups,
+			// so a kill is likelier to land in the middle of one.
+			var ops []clientv3.Op
+			var keys, values []string
+			for j := range 8 {
+				keys = append(keys, fmt.Sprintf("/ka/w/c%d-%d-%d", id, seq, j))
+				values = append(values, fmt.Sprintf("t%d-%d-%d-%s", id, seq, j, strings.Repeat("x", 1024)))
+				ops = append(ops, clientv3.OpPut(keys[j], values[j]))
+			}
+			err = op(func(ctx context.Context) error {
+				resp, err := cli.Txn(ctx).Then(ops...).Commit()
+				if err != nil {
+					return err
+				}
+				l.record(id, "txn", resp.Header)
+				l.mu.Lock()
+				for j, key := range keys {
+					l.puts[key] = ackedPut{Value: values[j], Rev: resp.Header.Revision}
+				}
+				mine = append(mine, keys...)
+				l.mu.Unlock()
+				return nil
+			})
+		case p < 17:
 			i := rng.IntN(len(mine))
 			key := mine[i]
 			mine = slices.Delete(mine, i, i+1)
@@ -358,7 +362,15 @@ type event struct {
 }
 
 func (e event) String() string {
-	return fmt.Sprintf("%s %s=%q create=%d mod=%d version=%d lease=%x", e.Type, e.Key, e.Value, e.Create, e.Mod, e.Version, e.Lease)
+	return fmt.Sprintf("%s %s=%q create=%d mod=%d version=%d lease=%x", e.Type, e.Key, short(e.Value), e.Create, e.Mod, e.Version, e.Lease)
+}
+
+// short keeps a failure message readable when values are large.
+func short(v string) string {
+	if len(v) <= 32 {
+		return v
+	}
+	return fmt.Sprintf("%s…(%d bytes)", v[:24], len(v))
 }
 
 // memberHistory reads node i's own history: a watch of every key from
@@ -473,10 +485,13 @@ func (l *killLoad) verdict(s killAllState) []string {
 		problems = append(problems, fmt.Sprintf("lock holds: %v", err))
 	}
 	// Equal event sequences from revision 1 mean equal states at every
-	// revision.
-	for i := 1; i < len(s.histories); i++ {
-		if err := compareHistories(s.histories[0], s.histories[i]); err != nil {
-			problems = append(problems, fmt.Sprintf("members %d and %d DIVERGE: %v", s.ids[0], s.ids[i], err))
+	// revision. Every pair is compared, so the report shows which members
+	// went their own way.
+	for i := range s.histories {
+		for j := i + 1; j < len(s.histories); j++ {
+			if err := compareHistories(s.histories[i], s.histories[j]); err != nil {
+				problems = append(problems, fmt.Sprintf("members %d and %d DIVERGE: %v", s.ids[i], s.ids[j], err))
+			}
 		}
 	}
 	for i := 1; i < len(s.hashes); i++ {
@@ -496,7 +511,7 @@ func (l *killLoad) verdict(s killAllState) []string {
 	var lost []string
 	for key, p := range l.puts {
 		if !has(p.Rev, func(e event) bool { return e.Type == mvccpb.PUT && e.Key == key && e.Value == p.Value }) {
-			lost = append(lost, fmt.Sprintf("put %s=%q@%d", key, p.Value, p.Rev))
+			lost = append(lost, fmt.Sprintf("put %s=%q@%d", key, short(p.Value), p.Rev))
 		}
 	}
 	for key, rev := range l.deletes {

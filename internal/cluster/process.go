@@ -91,6 +91,16 @@ func Start(t testing.TB, opts Options) *Cluster {
 	}
 	ports := freePorts(t, 4*opts.Nodes)
 	base := t.TempDir()
+	if keep := os.Getenv("JANUS_CLUSTER_DIR"); keep != "" {
+		// Data dirs and logs that outlive the test, to examine a failure
+		// (a divergence, say) after the fact.
+		dir, err := os.MkdirTemp(keep, strings.NewReplacer("/", "_").Replace(t.Name())+"-")
+		if err != nil {
+			t.Fatalf("cluster: JANUS_CLUSTER_DIR: %v", err)
+		}
+		t.Logf("cluster: data dirs and logs kept under %s", dir)
+		base = dir
+	}
 	c := &Cluster{t: t, opts: opts}
 	var peers, etcds, zks []string
 	for i := range opts.Nodes {

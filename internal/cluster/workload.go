@@ -250,10 +250,17 @@ func (r *Results) Acks() map[string]int {
 // the workload never recovers would otherwise pass every check with
 // nothing to check.
 func (r *Results) WaitProgress(ctx context.Context, since map[string]int, n int) error {
+	return waitProgress(ctx, Kinds, r.Acks, since, n)
+}
+
+// waitProgress waits until each of kinds has at least n more definite
+// answers in acks() than in since, or ctx ends: then it names the kinds
+// that fell short.
+func waitProgress(ctx context.Context, kinds []string, acks func() map[string]int, since map[string]int, n int) error {
 	for {
-		now := r.Acks()
+		now := acks()
 		var stuck []string
-		for _, k := range Kinds {
+		for _, k := range kinds {
 			if now[k]-since[k] < n {
 				stuck = append(stuck, fmt.Sprintf("%s (%d)", k, now[k]-since[k]))
 			}
@@ -263,7 +270,7 @@ func (r *Results) WaitProgress(ctx context.Context, since map[string]int, n int)
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the workload made no progress (fewer than %d definite answers) in %v", n, stuck)
+			return fmt.Errorf("no progress (fewer than %d definite answers) in %v", n, stuck)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
