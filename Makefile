@@ -74,8 +74,11 @@ cluster: build
 cluster-stop:
 	deploy/local-cluster.sh stop
 
-# The long form of the cluster tests: the same faults and checks as in make
-# test, for CHAOS_DURATION per scenario.
+# The long form of the randomized fault tests: the same faults and checks
+# as in make test, for CHAOS_DURATION per scenario: the process cluster
+# (faults, whole-cluster kill -9) and Zab's in-memory chaos test. Each logs
+# its seed; JANUS_CLUSTER_SEED and -zab.seed replay one.
 CHAOS_DURATION ?= 2m
 chaos:
 	JANUS_CHAOS_DURATION=$(CHAOS_DURATION) $(GO) test -count=1 -timeout 60m -v -run 'Test(Single|Cluster)' ./internal/cluster
+	$(GO) test -count=1 -timeout 60m -v -run '^TestChaos$$' ./zab -zab.long -zab.long.duration=$(CHAOS_DURATION)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -64,8 +65,8 @@ func TestApplyIsDeterministic(t *testing.T) {
 				t.Fatalf("state differs between one-by-one and grouped apply of the same log")
 			}
 			for i := range res1 {
-				if fmt.Sprint(res1[i]) == "" || res1[i].Rev != res2[i].Rev || core.CodeOf(res1[i].Err) != core.CodeOf(res2[i].Err) {
-					t.Fatalf("entry %d: results differ: %+v vs %+v", i+1, res1[i], res2[i])
+				if !reflect.DeepEqual(res1[i], res2[i]) {
+					t.Fatalf("entry %d: results differ between one-by-one and grouped apply:\n%+v\n%+v", i+1, res1[i], res2[i])
 				}
 			}
 			checkInvariants(t, one)
@@ -117,56 +118,69 @@ func FuzzDecodeRecords(f *testing.F) {
 }
 
 // checkInvariants verifies the tree and lease indexes agree with the nodes.
-func checkInvariants(t *testing.T, m *core.MemState) {
+// A read that fails fails the test: an error must never pass for "absent".
+func checkInvariants(t testing.TB, m *core.MemState) {
 	t.Helper()
+	must := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
 	visible := func(p []byte) bool {
-		n, _, _ := core.TreeNode(m, p)
+		t.Helper()
+		n, _, err := core.TreeNode(m, p)
+		must(fmt.Sprintf("read %q", p), err)
 		return n != nil
 	}
-	_ = m.Range(nil, nil, func(n *core.Node) bool {
+	must("range", m.Range(nil, nil, func(n *core.Node) bool {
 		if n.Lease != 0 {
 			found := false
-			_ = m.LeaseKeys(n.Lease, func(k []byte) bool { found = found || bytes.Equal(k, n.Key); return !found })
+			must("lease keys", m.LeaseKeys(n.Lease, func(k []byte) bool { found = found || bytes.Equal(k, n.Key); return !found }))
 			if !found {
 				t.Errorf("node %q has lease %d but the lease does not list it", n.Key, n.Lease)
 			}
 		}
 		if core.IsTreePath(n.Key) && string(n.Key) != "/" {
-			parent, _ := core.ParentPath(n.Key)
+			parent, ok := core.ParentPath(n.Key)
+			if !ok {
+				t.Errorf("tree node %q has no parent path", n.Key)
+				return true
+			}
 			if !visible(parent) {
 				t.Errorf("node %q has no visible parent", n.Key)
 			}
 			listed := false
-			_ = m.Children(parent, func(name []byte) bool { listed = listed || bytes.Equal(name, core.BaseName(n.Key)); return true })
+			must("children", m.Children(parent, func(name []byte) bool { listed = listed || bytes.Equal(name, core.BaseName(n.Key)); return true }))
 			if !listed {
 				t.Errorf("node %q is not in its parent's child index", n.Key)
 			}
 		}
 		return true
-	})
-	_ = m.Leases(func(l *core.Lease) bool {
-		_ = m.LeaseKeys(l.ID, func(k []byte) bool {
-			n, _ := m.Node(k)
+	}))
+	must("leases", m.Leases(func(l *core.Lease) bool {
+		must("lease keys", m.LeaseKeys(l.ID, func(k []byte) bool {
+			n, err := m.Node(k)
+			must(fmt.Sprintf("read %q", k), err)
 			if n == nil || n.Lease != l.ID {
 				t.Errorf("lease %d lists %q which is not attached to it", l.ID, k)
 			}
 			return true
-		})
+		}))
 		return true
-	})
+	}))
 	// Every listed child is visible, and counts match.
-	var dirs []string
-	_ = m.Range(nil, nil, func(n *core.Node) bool { return true })
-	for _, p := range collectDirs(m) {
-		d, _ := m.Dir([]byte(p))
+	for _, p := range collectDirs(t, m) {
+		d, err := m.Dir([]byte(p))
+		must(fmt.Sprintf("dir %q", p), err)
 		count := int32(0)
-		_ = m.Children([]byte(p), func(name []byte) bool {
+		must("children", m.Children([]byte(p), func(name []byte) bool {
 			count++
 			if !visible(core.JoinPath([]byte(p), name)) {
 				t.Errorf("child %q of %q is listed but not visible", name, p)
 			}
 			return true
-		})
+		}))
 		if d == nil {
 			if count != 0 {
 				t.Errorf("%q lists %d children but has no dir", p, count)
@@ -176,17 +190,16 @@ func checkInvariants(t *testing.T, m *core.MemState) {
 		if d.NumChildren != count {
 			t.Errorf("%q: NumChildren %d, index lists %d", p, d.NumChildren, count)
 		}
-		dirs = append(dirs, p)
 	}
-	_ = dirs
 }
 
-func collectDirs(m *core.MemState) []string {
+func collectDirs(t testing.TB, m *core.MemState) []string {
+	t.Helper()
 	seen := map[string]bool{"/": true}
 	out := []string{"/"}
 	var walk func(p string)
 	walk = func(p string) {
-		_ = m.Children([]byte(p), func(name []byte) bool {
+		err := m.Children([]byte(p), func(name []byte) bool {
 			c := string(core.JoinPath([]byte(p), name))
 			if !seen[c] {
 				seen[c] = true
@@ -195,14 +208,67 @@ func collectDirs(m *core.MemState) []string {
 			}
 			return true
 		})
+		if err != nil {
+			t.Fatalf("children of %q: %v", p, err)
+		}
 	}
 	walk("/")
-	_ = m.Range(nil, nil, func(n *core.Node) bool {
+	err := m.Range(nil, nil, func(n *core.Node) bool {
 		if k := string(n.Key); strings.HasPrefix(k, "/") && !seen[k] {
 			seen[k] = true
 			out = append(out, k)
 		}
 		return true
 	})
+	if err != nil {
+		t.Fatalf("range: %v", err)
+	}
 	return out
+}
+
+// TestCheckInvariantsCatchesDamage damages a consistent state in each way
+// checkInvariants looks for and requires it to notice: the invariant walk
+// can fail.
+func TestCheckInvariantsCatchesDamage(t *testing.T) {
+	build := func() *core.MemState {
+		m := core.NewMemState()
+		applyGroups(t, m, []core.Entry{
+			{Index: 1, Time: 1, Op: core.Op{LeaseGrant: &core.LeaseGrant{ID: 7, TTL: 10}}},
+			{Index: 2, Time: 2, Op: core.Op{Txn: &core.Txn{Success: []core.TxnOp{
+				{Kind: core.OpCreate, Key: []byte("/a"), Create: &core.CreateOptions{}},
+				{Kind: core.OpCreate, Key: []byte("/a/b"), Create: &core.CreateOptions{}},
+				{Kind: core.OpPut, Key: []byte("k"), Value: []byte("v"), Lease: 7},
+			}}}},
+		}, func(int) int { return 1 })
+		return m
+	}
+	checkInvariants(t, build())
+	for _, tc := range []struct {
+		damage string
+		batch  core.Batch
+		want   string
+	}{
+		{"a child missing from its parent's index", core.Batch{Children: []core.ChildWrite{{Parent: []byte("/a"), Name: []byte("b")}}}, "not in its parent's child index"},
+		{"a child count that is off", core.Batch{Dirs: []core.DirWrite{{Path: []byte("/a"), Dir: &core.Dir{NumChildren: 2}}}}, "NumChildren"},
+		{"a node whose lease does not list it", core.Batch{LeaseKeys: []core.LeaseKeyWrite{{ID: 7, Key: []byte("k")}}}, "does not list it"},
+		{"a lease that lists a key not attached to it", core.Batch{LeaseKeys: []core.LeaseKeyWrite{{ID: 7, Key: []byte("other"), Present: true}}}, "not attached to it"},
+	} {
+		m := build()
+		m.Write(&tc.batch)
+		rec := &recordingTB{TB: t}
+		checkInvariants(rec, m)
+		if !slices.ContainsFunc(rec.errs, func(e string) bool { return strings.Contains(e, tc.want) }) {
+			t.Errorf("%s: checkInvariants reported %q, want an error naming %q", tc.damage, rec.errs, tc.want)
+		}
+	}
+}
+
+// recordingTB records errors instead of failing the test.
+type recordingTB struct {
+	testing.TB
+	errs []string
+}
+
+func (r *recordingTB) Errorf(format string, args ...any) {
+	r.errs = append(r.errs, fmt.Sprintf(format, args...))
 }

@@ -39,8 +39,34 @@ func (h *harness) zk(ops ...core.TxnOp) *core.Result {
 }
 
 func (h *harness) rev() int64 {
-	m, _ := h.m.Meta()
+	h.t.Helper()
+	m, err := h.m.Meta()
+	if err != nil {
+		h.t.Fatalf("meta: %v", err)
+	}
 	return m.Rev
+}
+
+// node reads key, failing the test if the read fails: a failed read must
+// never pass for "the key is gone".
+func (h *harness) node(key string) *core.Node {
+	h.t.Helper()
+	n, err := h.m.Node([]byte(key))
+	if err != nil {
+		h.t.Fatalf("read %s: %v", key, err)
+	}
+	return n
+}
+
+// tree reads the node at path and its Dir, failing the test if the read
+// fails.
+func (h *harness) tree(path string) (*core.Node, *core.Dir) {
+	h.t.Helper()
+	n, d, err := core.TreeNode(h.m, []byte(path))
+	if err != nil {
+		h.t.Fatalf("read %s: %v", path, err)
+	}
+	return n, d
 }
 
 func put(k, v string) core.TxnOp {
@@ -95,12 +121,12 @@ func TestRevisionsMoveOnlyOnWrites(t *testing.T) {
 			t.Fatalf("%s: revision %d (result %d), want %d", s.name, h.rev(), res.Rev, s.wantRev)
 		}
 	}
-	n, _ := h.m.Node([]byte("b"))
-	c, _ := h.m.Node([]byte("c"))
+	n := h.node("b")
+	c := h.node("c")
 	if n.ModRev != 4 || c.ModRev != 4 {
 		t.Fatalf("keys of one txn must share its revision: %d %d", n.ModRev, c.ModRev)
 	}
-	a, _ := h.m.Node([]byte("a"))
+	a := h.node("a")
 	if a.Version != 2 || a.CreateRev != 2 || a.ModRev != 3 {
 		t.Fatalf("a: version %d create %d mod %d", a.Version, a.CreateRev, a.ModRev)
 	}
@@ -158,7 +184,7 @@ func TestPutOptionsAndLeases(t *testing.T) {
 	wantCode(t, res, core.CodeLeaseExists)
 	h.txn(core.TxnOp{Kind: core.OpPut, Key: []byte("a"), Value: []byte("1"), Lease: 5}, core.TxnOp{Kind: core.OpPut, Key: []byte("/e/b"), Value: []byte("2"), Lease: 5})
 	h.txn(core.TxnOp{Kind: core.OpPut, Key: []byte("a"), Value: []byte("new"), IgnoreLease: true})
-	a, _ := h.m.Node([]byte("a"))
+	a := h.node("a")
 	if a.Lease != 5 || string(a.Value) != "new" {
 		t.Fatalf("ignore_lease put: %+v", a)
 	}
@@ -181,10 +207,10 @@ func TestPutOptionsAndLeases(t *testing.T) {
 	if len(visible) != 2 || visible[0] != "/e/b" || visible[1] != "a" {
 		t.Fatalf("revoke deletes in key order in one revision, got %v", visible)
 	}
-	if c, _ := h.m.Node([]byte("c")); c == nil {
+	if c := h.node("c"); c == nil {
 		t.Fatalf("a key detached from the lease was deleted by its revoke")
 	}
-	if n, _, _ := core.TreeNode(h.m, []byte("/e")); n != nil {
+	if n, _ := h.tree("/e"); n != nil {
 		t.Fatalf("implicit parent /e outlived its last child")
 	}
 }
@@ -210,18 +236,18 @@ func TestZooKeeperCreateDeleteSetData(t *testing.T) {
 	}
 	wantCode(t, h.zk(zdel("/a/b", 3)), core.CodeBadVersion)
 	wantCode(t, h.zk(zdel("/a/b", 0)), core.CodeOK)
-	n, d, _ := core.TreeNode(h.m, []byte("/a"))
+	n, d := h.tree("/a")
 	st = core.StatOf(n, d)
 	if st.Cversion != 2 || st.NumChildren != 0 || st.Pzxid != h.rev() {
 		t.Fatalf("parent stat after child delete: %+v (rev %d)", st, h.rev())
 	}
 	wantCode(t, h.zk(zdel("/a", 1)), core.CodeOK)
-	if n, _, _ := core.TreeNode(h.m, []byte("/a")); n != nil {
+	if n, _ := h.tree("/a"); n != nil {
 		t.Fatal("/a still there")
 	}
 	// A re-created node starts a fresh child history.
 	h.zk(create("/a", ""))
-	n, d, _ = core.TreeNode(h.m, []byte("/a"))
+	n, d = h.tree("/a")
 	if st := core.StatOf(n, d); st.Cversion != 0 || st.Pzxid != st.Czxid {
 		t.Fatalf("re-created node inherited child metadata: %+v", st)
 	}
@@ -248,7 +274,7 @@ func TestSequentialSuffixCountsEveryCreate(t *testing.T) {
 	if got := seq(); got != "/q/s-0000000002" {
 		t.Fatalf("sequential after a plain create and deletes: %s", got)
 	}
-	n, d, _ := core.TreeNode(h.m, []byte("/q"))
+	n, d := h.tree("/q")
 	if st := core.StatOf(n, d); st.Cversion != 5 {
 		t.Fatalf("cversion counts creates and deletes: %d", st.Cversion)
 	}
@@ -266,7 +292,7 @@ func TestMultiIsAllOrNothing(t *testing.T) {
 	if h.rev() != before {
 		t.Fatal("a failed multi moved the revision")
 	}
-	if n, _ := h.m.Node([]byte("/m/1")); n != nil {
+	if n := h.node("/m/1"); n != nil {
 		t.Fatal("a failed multi left a write behind")
 	}
 	res = h.zk(create("/m/1", ""), setData("/m/1", "v", 0), create("/m/2", ""))
@@ -274,7 +300,7 @@ func TestMultiIsAllOrNothing(t *testing.T) {
 		t.Fatalf("multi: %+v", res)
 	}
 	for _, p := range []string{"/m/1", "/m/2"} {
-		n, _ := h.m.Node([]byte(p))
+		n := h.node(p)
 		if n.CreateRev != before+1 {
 			t.Fatalf("%s czxid %d, want %d: a multi's ops share one zxid", p, n.CreateRev, before+1)
 		}
@@ -289,7 +315,7 @@ func TestEphemeralsAndSessions(t *testing.T) {
 	if res := h.zk(eph); res.Err != nil {
 		t.Fatal(res.Err)
 	}
-	n, d, _ := core.TreeNode(h.m, []byte("/eph"))
+	n, d := h.tree("/eph")
 	if core.StatOf(n, d).EphemeralOwner != 42 {
 		t.Fatal("ephemeralOwner is not the session")
 	}
@@ -300,12 +326,12 @@ func TestEphemeralsAndSessions(t *testing.T) {
 	ctr := create("/ctr", "")
 	ctr.Create.Mode = core.ModeContainer
 	h.zk(ctr)
-	n, d, _ = core.TreeNode(h.m, []byte("/ctr"))
+	n, d = h.tree("/ctr")
 	if core.StatOf(n, d).EphemeralOwner != 0 {
 		t.Fatal("containers report ephemeralOwner 0")
 	}
 	h.apply(core.Op{LeaseRevoke: &core.LeaseRevoke{ID: 42}})
-	if n, _ := h.m.Node([]byte("/eph")); n != nil {
+	if n := h.node("/eph"); n != nil {
 		t.Fatal("session end left its ephemeral")
 	}
 }
@@ -324,7 +350,7 @@ func TestImplicitParents(t *testing.T) {
 	if want := "[/a(implicit) /a/b(implicit) /a/b/c]"; fmtList(kinds) != want {
 		t.Fatalf("events %v, want %s", kinds, want)
 	}
-	n, d, _ := core.TreeNode(h.m, []byte("/a/b"))
+	n, d := h.tree("/a/b")
 	if n == nil || !n.Implicit || core.StatOf(n, d).NumChildren != 1 {
 		t.Fatalf("/a/b: %+v %+v", n, d)
 	}
@@ -342,14 +368,14 @@ func TestImplicitParents(t *testing.T) {
 	h.txn(del("/a/b/c"))
 	h.zk(zdel("/a/b/d", -1))
 	for _, p := range []string{"/a", "/a/b"} {
-		if n, _, _ := core.TreeNode(h.m, []byte(p)); n != nil {
+		if n, _ := h.tree(p); n != nil {
 			t.Fatalf("%s outlived its last child", p)
 		}
 	}
 	// A stored parent deleted by etcd while it has children becomes implicit.
 	h.txn(put("/p", "v"), put("/p/q", "v"))
 	h.txn(del("/p"))
-	if n, _, _ := core.TreeNode(h.m, []byte("/p")); n == nil || !n.Implicit {
+	if n, _ := h.tree("/p"); n == nil || !n.Implicit {
 		t.Fatalf("/p should be implicit now: %+v", n)
 	}
 	checkInvariants(t, h.m)

@@ -55,7 +55,7 @@ func TestDoRange(t *testing.T) {
 	if r.Nodes[0].Value != nil {
 		t.Error("keys_only returned a value")
 	}
-	if n, _ := h.m.Node([]byte("a")); string(n.Value) != "9" {
+	if n := h.node("a"); n == nil || string(n.Value) != "9" {
 		t.Error("keys_only stripped the stored value")
 	}
 }

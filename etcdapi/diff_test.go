@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -20,8 +21,9 @@ import (
 )
 
 var (
-	diffSeeds   = flag.Int("etcdapi.diff-seeds", 1, "number of seeds the differential test runs")
-	diffSeed    = flag.Uint64("etcdapi.diff-seed", 1, "first seed of the differential test")
+	diffSeeds   = flag.Int("etcdapi.diff-seeds", 1, "number of fixed seeds the differential test runs")
+	diffSeed    = flag.Uint64("etcdapi.diff-seed", 1, "first fixed seed of the differential test")
+	diffRotate  = flag.Bool("etcdapi.diff-rotate", true, "also run one seed taken from the clock (logged), so every run explores new ground")
 	diffVerbose = flag.Bool("etcdapi.diff-verbose", false, "log every operation of a failing differential run")
 	diffOps     = flag.Int("etcdapi.diff-ops", 2000, "operations per seed in the differential test")
 )
@@ -32,12 +34,30 @@ var (
 // txn outcomes, errors by code and message, and the events one watcher
 // over every key sees. Member and cluster IDs differ by nature; lease IDs
 // are compared through the order in which the leases were granted.
+//
+// Every request shape is drawn, ranges at a revision inside a Txn too. Janus
+// answers those at the Txn's own revision (issue 14), so their range
+// results alone are left out of the comparison, openly (see blankRevReads),
+// and TestTxnRangeAtRevisionIsAKnownDifference checks the difference is
+// still there.
+//
+// The fixed seeds run first; then, unless -etcdapi.diff-rotate=false, one
+// seed from the clock, so each run also covers new ground. A failure names
+// its seed: replay it with -etcdapi.diff-seed=N -etcdapi.diff-rotate=false.
 func TestDifferentialAgainstEtcd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("differential test runs a real etcd")
 	}
+	seeds := make([]uint64, 0, *diffSeeds+1)
 	for s := range *diffSeeds {
-		seed := *diffSeed + uint64(s)
+		seeds = append(seeds, *diffSeed+uint64(s))
+	}
+	if *diffRotate {
+		seed := uint64(time.Now().UnixNano())
+		t.Logf("rotating seed %d (replay with -etcdapi.diff-seed=%d -etcdapi.diff-rotate=false)", seed, seed)
+		seeds = append(seeds, seed)
+	}
+	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			runDifferential(t, seed, *diffOps)
 		})
@@ -50,6 +70,9 @@ type side struct {
 	c      *clientv3.Client
 	leases []int64
 	events []*mvccpb.Event
+	// blanked counts the range results at a revision inside a Txn left out
+	// of the comparison (see blankRevReads).
+	blanked int
 }
 
 func (s *side) leaseIndex(id int64) int64 {
@@ -144,7 +167,8 @@ func runDifferential(t *testing.T, seed uint64, n int) {
 	if a != b {
 		t.Fatalf("watch events differ:\netcd:\n%s\njanus:\n%s", a, b)
 	}
-	t.Logf("seed %d: %d ops, final revision %d, %d events agree", seed, n, last.Header.Revision, len(sides[0].events))
+	t.Logf("seed %d: %d ops, final revision %d, %d events agree; %d range results at a revision inside a Txn not compared (issue 14)",
+		seed, n, last.Header.Revision, len(sides[0].events), sides[0].blanked)
 }
 
 func eventsText(s *side) string {
@@ -338,10 +362,19 @@ func (g *opGen) rangeOpts(inTxn bool) ([]clientv3.OpOption, string) {
 		}
 		desc = append(desc, fmt.Sprint("revfilter ", r))
 	}
-	// Core reads a Txn's ranges at the Txn's own revision (see the
-	// report): old-revision reads are drawn outside Txns only.
-	if !inTxn && g.rng.IntN(5) == 0 {
+	if g.rng.IntN(5) == 0 {
+		// Outside a Txn any revision, compacted and future ones too. Inside
+		// one, a revision etcd accepts (from the compaction point to the
+		// current one): Janus reads a Txn's ranges at the Txn's revision
+		// (issue 14), so it neither refuses the others, as etcd does, nor
+		// answers these as etcd does; blankRevReads leaves their results
+		// out of the comparison, and TestTxnRangeAtRevisionIsAKnownDifference
+		// covers the refused ones.
 		r := max(g.compactRev-1, 1) + g.rng.Int64N(g.rev-g.compactRev+4)
+		if inTxn {
+			lo := max(g.compactRev, 1)
+			r = lo + g.rng.Int64N(g.rev-lo+1)
+		}
 		opts = append(opts, clientv3.WithRev(r))
 		desc = append(desc, fmt.Sprint("rev=", r))
 	}
@@ -575,9 +608,44 @@ func runKV(ctx context.Context, s *side, op clientv3.Op) string {
 	case resp.Del() != nil:
 		return normalize(s, (*pb.DeleteRangeResponse)(resp.Del()))
 	case resp.Txn() != nil:
-		return normalize(s, (*pb.TxnResponse)(resp.Txn()))
+		t := (*pb.TxnResponse)(resp.Txn())
+		if n := blankRevReads(op, t); n > 0 {
+			s.blanked += n
+		}
+		return normalize(s, t)
 	}
 	return "empty response"
+}
+
+// blankRevReads replaces the result of every range at a revision inside
+// the Txn op (nested Txns too) with a marker, and returns how many it
+// replaced: Janus answers those at the Txn's own revision, not at the one
+// asked (issue 14, "reads at a revision inside a Txn"), so they are the one
+// part of a Txn the differential test does not compare. Everything else in
+// the response (the branch taken, every other result, the header) is.
+func blankRevReads(op clientv3.Op, resp *pb.TxnResponse) int {
+	_, then, els := op.Txn()
+	ops := els
+	if resp.Succeeded {
+		ops = then
+	}
+	n := 0
+	for i, o := range ops {
+		if i >= len(resp.Responses) {
+			break
+		}
+		switch {
+		case o.IsGet() && o.Rev() != 0:
+			resp.Responses[i] = &pb.ResponseOp{Response: &pb.ResponseOp_ResponseRange{ResponseRange: &pb.RangeResponse{
+				Header: resp.Responses[i].GetResponseRange().GetHeader(), Kvs: []*mvccpb.KeyValue{{Key: []byte("(read at a revision inside a Txn: not compared, issue 14)")}}}}}
+			n++
+		case o.IsTxn():
+			if nested := resp.Responses[i].GetResponseTxn(); nested != nil {
+				n += blankRevReads(o, nested)
+			}
+		}
+	}
+	return n
 }
 
 // observe learns the revision and compaction point from an agreed answer.
@@ -594,5 +662,64 @@ func (g *opGen) observe(op *diffOp, out string) {
 	}
 	if op.compact != 0 && !strings.HasPrefix(out, "error") {
 		g.compactRev = op.compact
+	}
+}
+
+// TestTxnRangeAtRevisionIsAKnownDifference pins down a known difference
+// from etcd, issue 14 ("reads at a revision inside a Txn"): etcd reads a
+// Txn's range at the revision it names, and refuses the whole Txn when that
+// revision is compacted or in the future; Janus reads it at the Txn's own
+// revision. The test fails once Janus agrees with etcd on any of these, so
+// whoever fixes issue 14 also drops blankRevReads and compares these reads
+// in the differential test.
+func TestTxnRangeAtRevisionIsAKnownDifference(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a real etcd")
+	}
+	ctx := testCtx(t)
+	ref := testenv.StartEtcd(t)
+	j := startJanus(t)
+	sides := []*side{{name: "etcd", c: newClient(t, ref.Endpoints...)}, {name: "janus", c: j.Client}}
+	var base int64
+	for _, s := range sides {
+		var rev int64
+		for _, v := range []string{"v1", "v2", "v3"} {
+			resp, err := s.c.Put(ctx, "k", v)
+			if err != nil {
+				t.Fatalf("%s: put: %v", s.name, err)
+			}
+			rev = resp.Header.Revision
+		}
+		if _, err := s.c.Compact(ctx, rev-1); err != nil {
+			t.Fatalf("%s: compact: %v", s.name, err)
+		}
+		if base != 0 && rev != base {
+			t.Fatalf("the servers start at different revisions: %d and %d", base, rev)
+		}
+		base = rev // k=v1@base-2, v2@base-1 (the compaction point), v3@base
+	}
+	for _, tc := range []struct {
+		name string
+		rev  int64
+	}{
+		{"an old revision", base - 1},
+		{"a compacted revision", base - 2},
+		{"a future revision", base + 10},
+	} {
+		op := clientv3.OpTxn(nil, []clientv3.Op{clientv3.OpGet("k", clientv3.WithRev(tc.rev))}, nil)
+		var outs [2]string
+		for i, s := range sides {
+			resp, err := s.c.Do(ctx, op)
+			if err != nil {
+				outs[i] = errText(err)
+				continue
+			}
+			outs[i] = normalize(s, (*pb.TxnResponse)(resp.Txn()))
+		}
+		if outs[0] == outs[1] {
+			t.Errorf("a range at %s (%d) inside a Txn now answers as etcd does:\n%s\nIssue 14 looks fixed here: compare these reads in the differential test (drop blankRevReads) and remove this case.", tc.name, tc.rev, outs[0])
+			continue
+		}
+		t.Logf("known difference (issue 14), a range at %s (%d) inside a Txn:\netcd:  %s\njanus: %s", tc.name, tc.rev, outs[0], outs[1])
 	}
 }

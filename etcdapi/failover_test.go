@@ -3,7 +3,6 @@ package etcdapi_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/januskv/janus/core"
 	"github.com/januskv/janus/etcdapi"
+	"github.com/januskv/janus/internal/testlog"
 	"github.com/januskv/janus/server"
 )
 
@@ -44,7 +44,7 @@ func (l leaderlessLeases) KeepAlive(ctx context.Context, id int64) (int64, error
 // clientv3 takes as the lease's expiry. Once a leader is back the same
 // lease renews.
 func TestKeepAliveWithoutALeaderIsRetriable(t *testing.T) {
-	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	logger := testlog.New(t)
 	m, err := server.OpenMember(server.MemberConfig{DataDir: t.TempDir(), Logger: logger})
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package etcdapi_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"net"
 	"net/http"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/januskv/janus/etcdapi"
+	"github.com/januskv/janus/internal/testlog"
 	"github.com/januskv/janus/server"
 )
 
@@ -30,7 +30,7 @@ type janusOption func(*server.MemberConfig, *etcdapi.Config)
 
 func startJanus(t testing.TB, opts ...janusOption) *janus {
 	t.Helper()
-	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	logger := testlog.New(t)
 	mcfg := server.MemberConfig{DataDir: t.TempDir(), Logger: logger}
 	acfg := etcdapi.Config{Logger: logger}
 	for _, o := range opts {
@@ -82,14 +82,6 @@ func newClient(t testing.TB, endpoints ...string) *clientv3.Client {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
-}
-
-// testWriter sends log lines to the test log.
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(string(p))
-	return len(p), nil
 }
 
 func testCtx(t testing.TB) context.Context {

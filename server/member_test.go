@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/januskv/janus/core"
+	"github.com/januskv/janus/internal/testlog"
 )
 
 // fakeClock is a settable clock for lease tests.
@@ -29,7 +30,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 
 func openTestMember(t *testing.T, dir string, clock *fakeClock) *Member {
 	t.Helper()
-	cfg := MemberConfig{DataDir: dir, LeaseCheckInterval: 5 * time.Millisecond}
+	cfg := MemberConfig{DataDir: dir, Logger: testlog.New(t), LeaseCheckInterval: 5 * time.Millisecond}
 	if clock != nil {
 		cfg.Clock = clock.Now
 	}
@@ -38,6 +39,17 @@ func openTestMember(t *testing.T, dir string, clock *fakeClock) *Member {
 		t.Fatalf("open member: %v", err)
 	}
 	return m
+}
+
+// mustNode reads key from v, failing the test if the read fails: an error
+// must never pass for "the key is gone".
+func mustNode(t *testing.T, v core.View, key string) *core.Node {
+	t.Helper()
+	n, err := v.Node([]byte(key))
+	if err != nil {
+		t.Fatalf("read %s: %v", key, err)
+	}
+	return n
 }
 
 func putOp(k, v string, lease int64) *core.Op {
@@ -76,7 +88,7 @@ func TestMemberWritesSurviveRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer v.Close()
-	n, _ := v.Node([]byte("a/k"))
+	n := mustNode(t, v, "a/k")
 	if n == nil || n.Version == 0 {
 		t.Fatalf("a/k lost: %+v", n)
 	}
@@ -132,9 +144,12 @@ func TestLeaseExpiryRevokesThroughTheLog(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	v, _ := m.Read(ctx, 0)
+	v, err := m.Read(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer v.Close()
-	if n, _ := v.Node([]byte("/eph")); n != nil {
+	if n := mustNode(t, v, "/eph"); n != nil {
 		t.Fatal("key of an expired lease survived")
 	}
 	if _, err := m.Leases().KeepAlive(ctx, id); core.CodeOf(err) != core.CodeLeaseNotFound {

@@ -63,10 +63,10 @@ func TestRestoreReplacesNonEmptyState(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer v.Close()
-		if n, _ := v.Node([]byte("b")); n == nil || string(n.Value) != "from-src" {
+		if n := mustNode(t, v, "b"); n == nil || string(n.Value) != "from-src" {
 			t.Fatalf("restored key b: %+v", n)
 		}
-		if n, _ := v.Node([]byte("old")); n != nil {
+		if n := mustNode(t, v, "old"); n != nil {
 			t.Fatal("the replaced state's key survived the restore")
 		}
 		if v.Rev() != src.Status().Rev {

@@ -5,14 +5,17 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
-	"os"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/januskv/janus/internal/testlog"
 )
 
 // replSM is a deterministic state machine for replication tests: it
@@ -103,6 +106,8 @@ type testNode struct {
 
 type cluster struct {
 	t         *testing.T
+	seed      uint64 // of the network's faults, and of a test's own choices
+	log       *slog.Logger
 	net       *MemNetwork
 	peers     map[uint64]string
 	observers map[uint64]string
@@ -110,9 +115,27 @@ type cluster struct {
 	tweak     func(*Config)
 }
 
+var seedFlag = flag.Uint64("zab.seed", 0, "seed of the in-memory network's faults and of the randomized tests' choices (0: from the clock)")
+
+// testSeed returns the seed a randomized test runs with, -zab.seed or one
+// from the clock, and logs it. The seed fixes every random choice (which
+// messages the network drops, duplicates and delays, and TestChaos's fault
+// schedule); goroutine scheduling still varies between runs.
+func testSeed(t *testing.T) uint64 {
+	t.Helper()
+	s := *seedFlag
+	if s == 0 {
+		s = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (replay with -zab.seed=%d)", s, s)
+	return s
+}
+
 func newCluster(t *testing.T, voters, observers int) *cluster {
 	t.Helper()
-	c := &cluster{t: t, net: NewMemNetwork(uint64(time.Now().UnixNano())), peers: map[uint64]string{},
+	seed := testSeed(t)
+	// The logger first, so that its cleanup runs after the members close.
+	c := &cluster{t: t, seed: seed, log: testlog.New(t), net: NewMemNetwork(seed), peers: map[uint64]string{},
 		observers: map[uint64]string{}, nodes: map[uint64]*testNode{}}
 	for i := 1; i <= voters; i++ {
 		c.peers[uint64(i)] = fmt.Sprintf("mem-%d", i)
@@ -168,10 +191,7 @@ func (c *cluster) start(id uint64) {
 		ElectionTimeout: 200 * time.Millisecond, HeartbeatInterval: 20 * time.Millisecond,
 		SegmentSize: 4 << 10,
 	}
-	if os.Getenv("ZAB_TEST_LOG") != "" {
-		cfg.Logger = (&logBuffer{}).logger()
-		cfg.Logger = slogStderr(id)
-	}
+	cfg.Logger = c.log.With("node", id)
 	if c.tweak != nil {
 		c.tweak(&cfg)
 	}

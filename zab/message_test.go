@@ -161,12 +161,17 @@ func TestTCPCluster(t *testing.T) {
 		ms = append(ms, openT(t, Config{Dir: t.TempDir(), ID: id, Peers: peers, Transport: tr,
 			ElectionTimeout: 300 * time.Millisecond, HeartbeatInterval: 30 * time.Millisecond}, &replSM{}))
 	}
+	// Until the members have elected a leader a proposal fails with "no
+	// leader" (or times out waiting for one); any other error is a failure.
 	var got applied
 	eventually(t, "a write through TCP", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		v, err := ms[2].Propose(ctx, []byte("over tcp"))
 		if err != nil {
+			if !retryable(err) {
+				t.Fatalf("propose over TCP: %v", err)
+			}
 			return false
 		}
 		got = v.(applied)

@@ -260,8 +260,11 @@ func (g *diffGen) next() diffOp {
 // codes, created names, data, children, ACLs, Stats (zxids compared
 // structurally) and the watch events each operation fires. Each seed ends
 // with a reaping phase (containers and TTL nodes) and a comparison of its
-// whole final subtree. ZKAPI_DIFF_SEEDS adds seeds (e.g. "$(seq 5 40)"),
-// ZKAPI_DIFF_OPS changes the ops per seed, ZKAPI_DIFF_TRACE logs every answer.
+// whole final subtree. The fixed seeds run first, then one seed from the
+// clock (logged), so every run also covers new ground; ZKAPI_DIFF_ROTATE=0
+// leaves it out. ZKAPI_DIFF_SEEDS adds seeds (e.g. "$(seq 5 40)", or a
+// logged rotating seed to replay it), ZKAPI_DIFF_OPS changes the ops per
+// seed, ZKAPI_DIFF_TRACE logs every answer.
 func TestDifferentialAgainstZooKeeper(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a real ZooKeeper")
@@ -275,6 +278,11 @@ func TestDifferentialAgainstZooKeeper(t *testing.T) {
 			t.Fatalf("ZKAPI_DIFF_SEEDS: %v", err)
 		}
 		seeds = append(seeds, n)
+	}
+	if os.Getenv("ZKAPI_DIFF_ROTATE") != "0" {
+		seed := uint64(time.Now().UnixNano())
+		t.Logf("rotating seed %d (replay with ZKAPI_DIFF_SEEDS=%d ZKAPI_DIFF_ROTATE=0)", seed, seed)
+		seeds = append(seeds, seed)
 	}
 	ops := 300
 	if n, err := strconv.Atoi(os.Getenv("ZKAPI_DIFF_OPS")); err == nil && n > 0 {

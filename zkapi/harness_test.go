@@ -1,16 +1,14 @@
 package zkapi_test
 
 import (
-	"io"
-	"log/slog"
 	"net"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 
 	"github.com/januskv/janus/core"
+	"github.com/januskv/janus/internal/testlog"
 	"github.com/januskv/janus/server"
 	"github.com/januskv/janus/zkapi"
 )
@@ -22,13 +20,6 @@ type janus struct {
 	Server *zkapi.Server
 }
 
-func testLogger(t testing.TB) *slog.Logger {
-	if os.Getenv("ZKAPI_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
 func startJanus(t testing.TB, cfg zkapi.Config) *janus {
 	t.Helper()
 	return startJanusOn(t, cfg, func(m *server.Member) core.Backend { return m })
@@ -38,12 +29,13 @@ func startJanus(t testing.TB, cfg zkapi.Config) *janus {
 // wrap(member), so a test can stand between the face and the member.
 func startJanusOn(t testing.TB, cfg zkapi.Config, wrap func(*server.Member) core.Backend) *janus {
 	t.Helper()
-	m, err := server.OpenMember(server.MemberConfig{DataDir: t.TempDir(), Logger: testLogger(t), LeaseCheckInterval: 20 * time.Millisecond})
+	log := testlog.New(t)
+	m, err := server.OpenMember(server.MemberConfig{DataDir: t.TempDir(), Logger: log, LeaseCheckInterval: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatalf("open member: %v", err)
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = testLogger(t)
+		cfg.Logger = log
 	}
 	s := zkapi.New(wrap(m), cfg)
 	l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -219,7 +219,13 @@ func (s *Server) followEvents() {
 		if s.ctx.Err() != nil {
 			return
 		}
-		s.log.Error("watch event stream ended; resubscribing", "err", err)
+		if errors.Is(err, core.ErrNoLeader) || errors.Is(err, core.ErrLeaderChanged) {
+			// An ensemble between leaders: an ordinary state the loop
+			// waits out, not a failure.
+			s.log.Info("watch event stream waits for a leader", "err", err)
+		} else {
+			s.log.Error("watch event stream ended; resubscribing", "err", err)
+		}
 		select {
 		case <-time.After(backoff):
 		case <-s.ctx.Done():

@@ -7,7 +7,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,68 +27,84 @@ func chaosDuration(t *testing.T) time.Duration {
 	return 0
 }
 
-func waitLeader(t *testing.T, c *Cluster) int {
-	t.Helper()
+// waitLeader waits until the ensemble has a leader that every running
+// member follows. It returns an error rather than failing the test: fault
+// injectors call it outside the test's goroutine.
+func waitLeader(c *Cluster) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	i, err := c.WaitLeader(ctx)
+	return c.WaitLeader(ctx)
+}
+
+// mustLeader is waitLeader for the test's own goroutine.
+func mustLeader(t *testing.T, c *Cluster) int {
+	t.Helper()
+	l, err := waitLeader(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return i
+	return l
 }
+
+// minPerFault is how many definite answers of each kind the workload must
+// get after each fault heals, before the next fault starts.
+const minPerFault = 3
 
 // TestClusterFaults runs the two-face workload on a 3-member ensemble
 // while it goes through every fault the issue names: the leader killed
 // and restarted, the leader partitioned away (SIGSTOP stands in for a
 // partition), a follower killed and restarted, one follower partitioned
 // (a minority), and two members partitioned (the member left has no
-// quorum). The histories must be linearizable, no acknowledged write
-// lost, per-client revisions monotonic, watches gap-free, lock tokens
-// unique.
+// quorum). After each fault the workload must make progress of every
+// kind; at the end the histories must be linearizable, no acknowledged
+// write lost, per-client revisions monotonic, watches gap-free, lock
+// tokens unique.
 func TestClusterFaults(t *testing.T) {
 	c := Start(t, Options{Binary: binary, Nodes: 3})
-	waitLeader(t, c)
+	mustLeader(t, c)
 	ctx, cancel := context.WithCancel(context.Background())
 	w := Workload{EtcdEndpoints: c.EtcdEndpoints(), ZKServers: c.ZKServers()}
 	res := w.Start(ctx, t)
-	var faults sync.WaitGroup
+	faultErr := make(chan error, 1)
 	// Even when the test fails early, its clients and the fault injector
 	// stop before it returns (deferred calls run last to first).
-	defer faults.Wait()
 	defer res.Wait()
 	defer cancel()
-	faults.Add(1)
+	end := time.Now().Add(chaosDuration(t))
 	go func() {
-		defer faults.Done()
 		defer cancel()
-		end := time.Now().Add(chaosDuration(t))
 		for round := 0; round == 0 || time.Now().Before(end); round++ {
-			if !faultRound(t, c) {
+			if err := faultRound(t, c, res); err != nil {
+				faultErr <- fmt.Errorf("fault round %d: %w", round, err)
 				return
 			}
 			t.Logf("fault round %d done", round)
 		}
+		faultErr <- nil
 	}()
 	res.Wait()
-	faults.Wait()
-	if t.Failed() {
-		return
+	if err := <-faultErr; err != nil {
+		t.Fatal(err)
 	}
 	res.Check(t)
 }
 
-// faultRound injects each fault once, letting the ensemble recover in
-// between. It reports false if the test already failed.
-func faultRound(t *testing.T, c *Cluster) bool {
-	step := func(name string, f func()) bool {
-		if t.Failed() {
-			return false
-		}
+// faultRound injects each fault once and, after each, waits until the
+// workload has made progress of every kind again. It runs outside the
+// test's goroutine, so it returns what went wrong instead of failing t.
+func faultRound(t *testing.T, c *Cluster, res *Results) error {
+	step := func(name string, f func() error) error {
 		t.Logf("fault: %s", name)
-		f()
-		time.Sleep(time.Second)
-		return true
+		before := res.Acks()
+		if err := f(); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if err := res.WaitProgress(ctx, before, minPerFault); err != nil {
+			return fmt.Errorf("after %s: %w", name, err)
+		}
+		return nil
 	}
 	other := func(not ...int) int {
 		for i := range c.Nodes {
@@ -99,35 +114,70 @@ func faultRound(t *testing.T, c *Cluster) bool {
 		}
 		return -1
 	}
-	return step("kill the leader, restart it", func() {
-		l := waitLeader(t, c)
-		c.Kill(l)
-		time.Sleep(1500 * time.Millisecond)
-		c.Restart(l)
-	}) && step("partition the leader away", func() {
-		l := waitLeader(t, c)
-		c.Pause(l)
-		time.Sleep(3 * time.Second)
-		c.Resume(l)
-	}) && step("kill a follower, restart it", func() {
-		f := other(waitLeader(t, c))
-		c.Kill(f)
-		time.Sleep(1500 * time.Millisecond)
-		c.Restart(f)
-	}) && step("partition a follower (minority)", func() {
-		f := other(waitLeader(t, c))
-		c.Pause(f)
-		time.Sleep(2 * time.Second)
-		c.Resume(f)
-	}) && step("partition two members (majority)", func() {
-		l := waitLeader(t, c)
-		a, b := l, other(l)
-		c.Pause(a)
-		c.Pause(b)
-		time.Sleep(2 * time.Second)
-		c.Resume(a)
-		c.Resume(b)
-	})
+	steps := []struct {
+		name string
+		f    func() error
+	}{
+		{"kill the leader, restart it", func() error {
+			l, err := waitLeader(c)
+			if err != nil {
+				return err
+			}
+			c.Kill(l)
+			time.Sleep(1500 * time.Millisecond)
+			return c.Restart(l)
+		}},
+		{"partition the leader away", func() error {
+			l, err := waitLeader(c)
+			if err != nil {
+				return err
+			}
+			c.Pause(l)
+			time.Sleep(3 * time.Second)
+			c.Resume(l)
+			return nil
+		}},
+		{"kill a follower, restart it", func() error {
+			l, err := waitLeader(c)
+			if err != nil {
+				return err
+			}
+			f := other(l)
+			c.Kill(f)
+			time.Sleep(1500 * time.Millisecond)
+			return c.Restart(f)
+		}},
+		{"partition a follower (minority)", func() error {
+			l, err := waitLeader(c)
+			if err != nil {
+				return err
+			}
+			f := other(l)
+			c.Pause(f)
+			time.Sleep(2 * time.Second)
+			c.Resume(f)
+			return nil
+		}},
+		{"partition two members (majority)", func() error {
+			l, err := waitLeader(c)
+			if err != nil {
+				return err
+			}
+			a, b := l, other(l)
+			c.Pause(a)
+			c.Pause(b)
+			time.Sleep(2 * time.Second)
+			c.Resume(a)
+			c.Resume(b)
+			return nil
+		}},
+	}
+	for _, s := range steps {
+		if err := step(s.name, s.f); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // TestClusterWipedMemberRejoins restarts a follower with an empty data
@@ -135,7 +185,7 @@ func faultRound(t *testing.T, c *Cluster) bool {
 // missing more than --max-diff-entries) and serve every acknowledged write.
 func TestClusterWipedMemberRejoins(t *testing.T) {
 	c := Start(t, Options{Binary: binary, Nodes: 3, Args: []string{"--max-diff-entries", "50"}})
-	l := waitLeader(t, c)
+	l := mustLeader(t, c)
 	cli := etcdClient(t, c.EtcdEndpoints())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -158,7 +208,9 @@ func TestClusterWipedMemberRejoins(t *testing.T) {
 		}
 		last = resp.Header.Revision
 	}
-	c.Restart(f)
+	if err := c.Restart(f); err != nil {
+		t.Fatal(err)
+	}
 	fcli := etcdClient(t, []string{c.Nodes[f].EtcdAddr})
 	for {
 		// A serializable read answers from the wiped member's own state.
@@ -200,7 +252,7 @@ func TestClusterFailover(t *testing.T) {
 	}
 	var took []time.Duration
 	for range rounds {
-		l := waitLeader(t, c)
+		l := mustLeader(t, c)
 		var clients []*clientv3.Client
 		for i, n := range c.Nodes {
 			if i != l {
@@ -217,7 +269,9 @@ func TestClusterFailover(t *testing.T) {
 		d := firstWrite(t, clients, killed)
 		took = append(took, d)
 		t.Logf("leader %d killed: next write acknowledged after %v", c.Nodes[l].ID, d)
-		c.Restart(l)
+		if err := c.Restart(l); err != nil {
+			t.Fatal(err)
+		}
 	}
 	slices.Sort(took)
 	t.Logf("failover (leader SIGKILL -> next acknowledged write) over %d rounds: median %v, max %v", len(took), took[len(took)/2], took[len(took)-1])

@@ -110,7 +110,9 @@ func TestSessionsSurviveLeaderFailover(t *testing.T) {
 			if _, err := c.WaitLeader(ctx); err != nil {
 				t.Fatal(err)
 			}
-			c.Restart(leader)
+			if err := c.Restart(leader); err != nil {
+				t.Fatal(err)
+			}
 		} else {
 			pauses++
 			t.Logf("round %d: SIGSTOP the leader, node %d", round, c.Nodes[leader].ID)
@@ -133,7 +135,7 @@ func TestSessionsSurviveLeaderFailover(t *testing.T) {
 		// A minute is far more than any client needs to come back; the
 		// bound only turns a client that never does into a failure.
 		pctx, cancel := context.WithTimeout(ctx, time.Minute)
-		waitProgress(pctx, t, etcd, mark, gozk, lease, kazoo, curator)
+		waitClientsProgress(pctx, t, etcd, mark, gozk, lease, kazoo, curator)
 		cancel()
 	}
 
@@ -360,9 +362,9 @@ func clientMarks(ctx context.Context, t *testing.T, etcd *clientv3.Client, gozk 
 	return m
 }
 
-// waitProgress waits until every client has done something since mark:
+// waitClientsProgress waits until every client has done something since mark:
 // each has re-attached and works again before the next fault.
-func waitProgress(ctx context.Context, t *testing.T, etcd *clientv3.Client, mark progressMarks, gozk []*goZKSession, lease *etcdLease, programs ...*reporter) {
+func waitClientsProgress(ctx context.Context, t *testing.T, etcd *clientv3.Client, mark progressMarks, gozk []*goZKSession, lease *etcdLease, programs ...*reporter) {
 	t.Helper()
 	for name, rev := range mark.rev {
 		waitFor(ctx, t, name+" progress", func() bool {

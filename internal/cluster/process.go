@@ -46,6 +46,11 @@ type Options struct {
 	// ReadyTimeout bounds how long a node may take to answer /health
 	// (default 30s).
 	ReadyTimeout time.Duration
+	// ExpectErrors is set by a test that makes members log at ERROR on
+	// purpose. Otherwise an ERROR record in any member's log fails the test
+	// when it ends: a member that met something it could not handle is a
+	// failure even if the clients never noticed.
+	ExpectErrors bool
 }
 
 // Node is one member process and where it listens.
@@ -86,6 +91,16 @@ func Start(t testing.TB, opts Options) *Cluster {
 	}
 	ports := freePorts(t, 4*opts.Nodes)
 	base := t.TempDir()
+	if keep := os.Getenv("JANUS_CLUSTER_DIR"); keep != "" {
+		// Data dirs and logs that outlive the test, to examine a failure
+		// (a divergence, say) after the fact.
+		dir, err := os.MkdirTemp(keep, strings.NewReplacer("/", "_").Replace(t.Name())+"-")
+		if err != nil {
+			t.Fatalf("cluster: JANUS_CLUSTER_DIR: %v", err)
+		}
+		t.Logf("cluster: data dirs and logs kept under %s", dir)
+		base = dir
+	}
 	c := &Cluster{t: t, opts: opts}
 	var peers, etcds, zks []string
 	for i := range opts.Nodes {
@@ -107,6 +122,11 @@ func Start(t testing.TB, opts Options) *Cluster {
 	t.Cleanup(func() {
 		for _, n := range c.Nodes {
 			c.kill(n)
+		}
+		for _, n := range c.Nodes {
+			if lines := errorLines(n.LogPath); len(lines) > 0 && !opts.ExpectErrors {
+				t.Errorf("cluster: node %d logged %d unexpected ERROR records (%s), the first:\n%s", n.ID, len(lines), n.LogPath, strings.Join(lines[:min(len(lines), 5)], "\n"))
+			}
 		}
 		if t.Failed() {
 			for _, n := range c.Nodes {
@@ -216,6 +236,19 @@ func (c *Cluster) kill(n *Node) {
 // Kill sends SIGKILL to node i (0-based) and waits until it is gone.
 func (c *Cluster) Kill(i int) { c.kill(c.Nodes[i]) }
 
+// KillAll sends SIGKILL to every node in the given order, all before
+// waiting for any, so that none runs on long after the first dies, and then
+// waits until all are gone: a whole-ensemble power cut.
+func (c *Cluster) KillAll(order []int) {
+	for _, i := range order {
+		c.signal(c.Nodes[i], syscall.SIGCONT) // a stopped process must run to die promptly
+		c.signal(c.Nodes[i], syscall.SIGKILL)
+	}
+	for _, i := range order {
+		c.kill(c.Nodes[i])
+	}
+}
+
 // Running reports whether node i's process is alive (stopped counts).
 func (c *Cluster) Running(i int) bool {
 	n := c.Nodes[i]
@@ -240,19 +273,18 @@ func (c *Cluster) Pause(i int) { c.signal(c.Nodes[i], syscall.SIGSTOP) }
 func (c *Cluster) Resume(i int) { c.signal(c.Nodes[i], syscall.SIGCONT) }
 
 // Restart starts node i again with the same flags and data dir and waits
-// until it is ready. The node must not be running.
-func (c *Cluster) Restart(i int) {
-	c.t.Helper()
+// until it is ready. The node must not be running. It returns an error
+// rather than failing the test, so fault injectors running outside the
+// test's goroutine can hand the failure back to it.
+func (c *Cluster) Restart(i int) error {
 	n := c.Nodes[i]
 	if c.Running(i) {
-		c.t.Fatalf("cluster: restart of node %d, which is running", n.ID)
+		return fmt.Errorf("cluster: restart of node %d, which is running", n.ID)
 	}
 	if err := c.spawn(n); err != nil {
-		c.t.Fatal(err)
+		return err
 	}
-	if err := c.waitReady(n); err != nil {
-		c.t.Fatal(err)
-	}
+	return c.waitReady(n)
 }
 
 // Wipe removes node i's data dir; the node must not be running.
@@ -302,6 +334,22 @@ func freePorts(t testing.TB, n int) []int {
 		}
 		ls = append(ls, l)
 		out = append(out, l.Addr().(*net.TCPAddr).Port)
+	}
+	return out
+}
+
+// errorLines returns the ERROR records of a node's log (text handler
+// format).
+func errorLines(path string) []string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, " level=ERROR ") {
+			out = append(out, l)
+		}
 	}
 	return out
 }

@@ -2,12 +2,14 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 )
 
 // TestSingleNodeSIGKILL runs the two-face workload against one Janus
-// process that is killed with SIGKILL and restarted twice under load: the
+// process that is killed with SIGKILL and restarted twice under load:
+// after each restart the workload must make progress of every kind, the
 // histories must be linearizable, no acknowledged write may be lost, and
 // watches and locks must keep their guarantees across the restarts.
 func TestSingleNodeSIGKILL(t *testing.T) {
@@ -17,19 +19,31 @@ func TestSingleNodeSIGKILL(t *testing.T) {
 	res := w.Start(ctx, t)
 	defer res.Wait()
 	defer cancel()
-	faults := make(chan struct{})
+	faultErr := make(chan error, 1)
 	go func() {
-		defer close(faults)
 		defer cancel()
-		for range 2 {
+		for round := range 2 {
 			pause(ctx, 1500*time.Millisecond)
 			c.Kill(0)
+			before := res.Acks()
 			pause(context.Background(), 200*time.Millisecond)
-			c.Restart(0)
+			if err := c.Restart(0); err != nil {
+				faultErr <- err
+				return
+			}
+			pctx, pcancel := context.WithTimeout(context.Background(), 60*time.Second)
+			err := res.WaitProgress(pctx, before, minPerFault)
+			pcancel()
+			if err != nil {
+				faultErr <- fmt.Errorf("after restart %d: %w", round, err)
+				return
+			}
 		}
-		pause(context.Background(), 1500*time.Millisecond)
+		faultErr <- nil
 	}()
 	res.Wait()
-	<-faults
+	if err := <-faultErr; err != nil {
+		t.Fatal(err)
+	}
 	res.Check(t)
 }

@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,10 +21,12 @@ import (
 )
 
 // Workload drives both faces of an ensemble at once and records what the
-// clients saw: register operations on a few etcd keys and ZooKeeper paths
-// (for the porcupine models), write-once keys under /w/ from both faces
-// (for "no acknowledged write lost" and the watch check), watches on /w/,
-// and a contended etcd lock.
+// clients saw: register operations on etcd keys and ZooKeeper paths (for
+// the porcupine models), write-once keys under /w/ from both faces (for "no
+// acknowledged write lost" and the watch check), watches on /w/, and a
+// contended etcd lock. It counts the operations that got a definite answer,
+// per kind (see Kinds), so a run in which the clients did nothing fails
+// instead of passing with nothing to check.
 type Workload struct {
 	// EtcdEndpoints and ZKServers are the ensemble's client addresses.
 	EtcdEndpoints []string
@@ -30,13 +36,46 @@ type Workload struct {
 	// half one endpoint each, so both failover and a stuck server are seen.
 	EtcdClients int
 	ZKClients   int
-	// Keys is how many registers each face has (default 3): few keys, many
-	// operations per key, make contention.
+	// Keys is how many registers each face uses at a time (default 4):
+	// few keys make contention.
 	Keys int
+	// OpsPerKey bounds the operations on one register (default 40): after
+	// Keys*OpsPerKey operations a face moves on to a fresh set of keys, so
+	// each porcupine partition stays small enough to check in seconds on a
+	// busy machine, however long the run.
+	OpsPerKey int
 	// LockClients contend for one etcd lock (default 2).
 	LockClients int
 	// OpTimeout bounds each client call (default 2s).
 	OpTimeout time.Duration
+	// Seed seeds every client's choices; 0 takes $JANUS_CLUSTER_SEED, else
+	// the clock. Start logs it.
+	Seed uint64
+	// MinAcks is how many operations of each kind must have had a definite
+	// answer over the whole run (default 10); Check fails otherwise.
+	MinAcks int
+}
+
+// Kinds are the operation kinds the workload counts. Each must make
+// progress over a run (Check) and after every fault (WaitProgress).
+var Kinds = []string{
+	"etcd get", "etcd put", "etcd cas", "etcd write-once",
+	"zk get", "zk create", "zk set", "zk delete", "zk write-once",
+	"lock hold",
+}
+
+// seed returns the seed a randomized test runs with: $env if set (to replay
+// a logged run), else one from the clock. The caller logs it.
+func seed(t testing.TB, env string) uint64 {
+	t.Helper()
+	if s := os.Getenv(env); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("%s: %v", env, err)
+		}
+		return v
+	}
+	return uint64(time.Now().UnixNano())
 }
 
 // Results are the histories a Workload run recorded.
@@ -50,7 +89,11 @@ type Results struct {
 	watches  []*linearize.WatchLog
 	start    int64 // revision the watches start at
 	failures map[string]int
+	acks     map[string]int // operations with a definite answer, per kind
 	clients  sync.WaitGroup // the clients Start started
+	// etcdOps and zkOps count the register operations started on each
+	// face; they pick the generation of keys (see OpsPerKey).
+	etcdOps, zkOps atomic.Int64
 }
 
 func (w *Workload) defaults() {
@@ -61,7 +104,13 @@ func (w *Workload) defaults() {
 		w.ZKClients = 2
 	}
 	if w.Keys == 0 {
-		w.Keys = 3
+		w.Keys = 4
+	}
+	if w.OpsPerKey == 0 {
+		w.OpsPerKey = 40
+	}
+	if w.MinAcks == 0 {
+		w.MinAcks = 10
 	}
 	if w.LockClients == 0 {
 		w.LockClients = 2
@@ -107,7 +156,11 @@ func (w Workload) Run(ctx context.Context, t testing.TB) *Results {
 func (w Workload) Start(ctx context.Context, t testing.TB) *Results {
 	t.Helper()
 	w.defaults()
-	r := &Results{w: w, Etcd: linearize.NewHistory(), ZK: linearize.NewHistory(), acked: map[string]int64{}, failures: map[string]int{}}
+	if w.Seed == 0 {
+		w.Seed = seed(t, "JANUS_CLUSTER_SEED")
+	}
+	t.Logf("workload seed %d (replay with JANUS_CLUSTER_SEED=%d)", w.Seed, w.Seed)
+	r := &Results{w: w, Etcd: linearize.NewHistory(), ZK: linearize.NewHistory(), acked: map[string]int64{}, failures: map[string]int{}, acks: map[string]int{}}
 
 	setup := etcdClient(t, w.EtcdEndpoints)
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -176,14 +229,82 @@ func (r *Results) fail(what string) {
 	r.mu.Unlock()
 }
 
+// ack counts an operation of kind that had a definite answer.
+func (r *Results) ack(kind string) {
+	r.mu.Lock()
+	r.acks[kind]++
+	r.mu.Unlock()
+}
+
+// Acks returns how many operations of each kind have had a definite
+// answer so far.
+func (r *Results) Acks() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.acks)
+}
+
+// WaitProgress waits until every kind has had at least n more definite
+// answers than in since (an Acks snapshot taken before a fault), or ctx
+// ends: then it names the kinds that made no progress. A fault after which
+// the workload never recovers would otherwise pass every check with
+// nothing to check.
+func (r *Results) WaitProgress(ctx context.Context, since map[string]int, n int) error {
+	return waitProgress(ctx, Kinds, r.Acks, since, n)
+}
+
+// waitProgress waits until each of kinds has at least n more definite
+// answers in acks() than in since, or ctx ends: then it names the kinds
+// that fell short.
+func waitProgress(ctx context.Context, kinds []string, acks func() map[string]int, since map[string]int, n int) error {
+	for {
+		now := acks()
+		var stuck []string
+		for _, k := range kinds {
+			if now[k]-since[k] < n {
+				stuck = append(stuck, fmt.Sprintf("%s (%d)", k, now[k]-since[k]))
+			}
+		}
+		if len(stuck) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no progress (fewer than %d definite answers) in %v", n, stuck)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// tooLittle names every kind of operation that had fewer than MinAcks
+// definite answers over the run: with nothing done, every other check
+// would pass with nothing to check.
+func (r *Results) tooLittle() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, k := range Kinds {
+		if r.acks[k] < r.w.MinAcks {
+			out = append(out, fmt.Sprintf("the workload did too little to check: %d %s operations had a definite answer, want at least %d (all: %v; failures %v)", r.acks[k], k, r.w.MinAcks, r.acks, r.failures))
+		}
+	}
+	return out
+}
+
+// key returns the name of register i of the current generation of keys:
+// n is the count of register operations started on the face so far.
+func (r *Results) key(prefix string, n int64, i int) string {
+	gen := n / int64(r.w.Keys*r.w.OpsPerKey)
+	return fmt.Sprintf("%sg%d-k%d", prefix, gen, i)
+}
+
 // etcdLoop runs random register operations; the first client also writes
 // the write-once keys under /w/.
 func (r *Results) etcdLoop(ctx context.Context, c *linearize.EtcdClient, writeOnce bool) {
-	rng := rand.New(rand.NewPCG(uint64(c.ID), 1))
+	rng := rand.New(rand.NewPCG(r.w.Seed, uint64(c.ID)<<8|1))
 	last := map[string]string{}
 	for seq := 0; ctx.Err() == nil; seq++ {
 		octx, cancel := context.WithTimeout(ctx, r.w.OpTimeout)
-		key := fmt.Sprintf("/kv/k%d", rng.IntN(r.w.Keys))
 		var err error
 		switch p := rng.IntN(10); {
 		case writeOnce && p < 3:
@@ -192,23 +313,33 @@ func (r *Results) etcdLoop(ctx context.Context, c *linearize.EtcdClient, writeOn
 			if resp, err = c.KV.Put(octx, k, "x"); err == nil {
 				r.mu.Lock()
 				r.acked[k] = resp.Header.Revision
+				r.acks["etcd write-once"]++
 				r.mu.Unlock()
 			}
 		case p < 4:
-			last[key], err = c.Get(octx, key)
+			key := r.key("/kv/", r.etcdOps.Add(1), rng.IntN(r.w.Keys))
+			if last[key], err = c.Get(octx, key); err == nil {
+				r.ack("etcd get")
+			}
 		case p < 7:
+			key := r.key("/kv/", r.etcdOps.Add(1), rng.IntN(r.w.Keys))
 			v := c.Value(seq)
 			if err = c.Put(octx, key, v); err == nil {
 				last[key] = v
+				r.ack("etcd put")
 			}
 		default:
+			key := r.key("/kv/", r.etcdOps.Add(1), rng.IntN(r.w.Keys))
 			v := c.Value(seq)
 			var ok bool
-			if ok, err = c.CAS(octx, key, last[key], v); err == nil && ok {
-				last[key] = v
-			} else if err == nil {
-				// Learn the current value for the next attempt.
-				last[key], err = c.Get(octx, key)
+			if ok, err = c.CAS(octx, key, last[key], v); err == nil {
+				r.ack("etcd cas")
+				if ok {
+					last[key] = v
+				} else {
+					// Learn the current value for the next attempt.
+					last[key], err = c.Get(octx, key)
+				}
 			}
 		}
 		cancel()
@@ -222,13 +353,17 @@ func (r *Results) etcdLoop(ctx context.Context, c *linearize.EtcdClient, writeOn
 // zkLoop runs random znode operations; the first client also creates the
 // write-once znodes under /w.
 func (r *Results) zkLoop(ctx context.Context, c *linearize.ZKClient, writeOnce bool) {
-	rng := rand.New(rand.NewPCG(uint64(c.ID), 2))
+	rng := rand.New(rand.NewPCG(r.w.Seed, uint64(c.ID)<<8|2))
 	version := map[string]int32{}
 	for seq := 0; ctx.Err() == nil; seq++ {
-		path := fmt.Sprintf("/zk/p%d", rng.IntN(r.w.Keys))
+		// Register paths are flat (/zk/g<gen>-k<i>), so a new generation
+		// needs no parent node.
+		path := r.key("/zk/", r.zkOps.Add(1), rng.IntN(r.w.Keys))
 		var err error
+		kind := ""
 		switch p := rng.IntN(10); {
 		case writeOnce && p < 2:
+			kind = "zk write-once"
 			k := fmt.Sprintf("/w/z%d-%d", c.ID, seq)
 			if _, err = c.Conn.Create(k, []byte("x"), 0, zk.WorldACL(zk.PermAll)); err == nil {
 				r.mu.Lock()
@@ -236,12 +371,16 @@ func (r *Results) zkLoop(ctx context.Context, c *linearize.ZKClient, writeOnce b
 				r.mu.Unlock()
 			}
 		case p < 4:
+			kind = "zk get"
 			err = c.Get(path)
 		case p < 5:
+			kind = "zk create"
 			err = c.Create(path, c.Value(seq))
 		case p < 6:
+			kind = "zk delete"
 			err = c.Delete(path, -1)
 		default:
+			kind = "zk set"
 			// Mostly conditional sets at the version last seen, so that
 			// concurrent writers race and some lose with BadVersion.
 			v, known := version[path]
@@ -253,7 +392,10 @@ func (r *Results) zkLoop(ctx context.Context, c *linearize.ZKClient, writeOnce b
 				version[path] = nv
 			}
 		}
-		if err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrNodeExists) && !errors.Is(err, zk.ErrBadVersion) {
+		definite := err == nil || errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrNodeExists) || errors.Is(err, zk.ErrBadVersion)
+		if definite {
+			r.ack(kind)
+		} else {
 			r.fail("zk")
 			pause(ctx, 20*time.Millisecond)
 		}
@@ -292,6 +434,7 @@ func (r *Results) lockLoop(ctx context.Context, cli *clientv3.Client, id int) {
 				pause(ctx, 5*time.Millisecond)
 				r.mu.Lock()
 				r.holds = append(r.holds, linearize.LockHold{Client: id, Token: g.Kvs[0].CreateRevision, Acquired: acquired, Released: r.Etcd.Now()})
+				r.acks["lock hold"]++
 				r.mu.Unlock()
 			}
 			err = m.Unlock(lctx)
@@ -342,8 +485,9 @@ func (r *Results) Check(t testing.TB) {
 		}
 	}
 	for k := range w.Keys {
-		retry("etcd get", func(ctx context.Context) error { _, err := fe.Get(ctx, fmt.Sprintf("/kv/k%d", k)); return err })
-		retry("zk get", func(context.Context) error { return fz.Get(fmt.Sprintf("/zk/p%d", k)) })
+		ekey, zpath := r.key("/kv/", r.etcdOps.Load(), k), r.key("/zk/", r.zkOps.Load(), k)
+		retry("etcd get", func(ctx context.Context) error { _, err := fe.Get(ctx, ekey); return err })
+		retry("zk get", func(context.Context) error { return fz.Get(zpath) })
 	}
 	var end int64
 	retry("end marker", func(ctx context.Context) error {
@@ -365,9 +509,12 @@ func (r *Results) Check(t testing.TB) {
 		return nil
 	})
 
+	for _, p := range r.tooLittle() {
+		t.Error(p)
+	}
 	ops := r.Etcd.Operations()
-	linearize.CheckLinearizable(t, "etcd", linearize.EtcdModel, ops, 60*time.Second)
-	linearize.CheckLinearizable(t, "zookeeper", linearize.ZKModel, r.ZK.Operations(), 60*time.Second)
+	linearize.CheckLinearizable(t, "etcd", w.Seed, linearize.EtcdModel, ops, 60*time.Second)
+	linearize.CheckLinearizable(t, "zookeeper", w.Seed, linearize.ZKModel, r.ZK.Operations(), 60*time.Second)
 	if err := linearize.CheckEtcdRevisions(ops); err != nil {
 		t.Errorf("etcd revisions: %v", err)
 	}
@@ -415,8 +562,8 @@ func (r *Results) Check(t testing.TB) {
 		}
 	}
 	r.mu.Lock()
-	t.Logf("workload: %d etcd ops, %d zk ops, %d write-once keys acknowledged, %d lock holds, %d reference events, failures %v",
-		len(ops), r.ZK.Len(), len(acked), len(holds), len(refEvents), r.failures)
+	t.Logf("workload (seed %d): %d etcd ops, %d zk ops, %d write-once keys acknowledged, %d lock holds, %d reference events, definite answers %v, failures %v",
+		w.Seed, len(ops), r.ZK.Len(), len(acked), len(holds), len(refEvents), r.acks, r.failures)
 	r.mu.Unlock()
 }
 

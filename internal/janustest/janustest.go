@@ -10,10 +10,7 @@ package janustest
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"net"
-	"os"
 	"testing"
 	"time"
 
@@ -21,6 +18,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/januskv/janus/etcdapi"
+	"github.com/januskv/janus/internal/testlog"
 	"github.com/januskv/janus/server"
 	"github.com/januskv/janus/zkapi"
 )
@@ -42,15 +40,9 @@ type Options struct {
 	// LeaseCheckInterval is how often the lessor looks for expired leases
 	// (default 20ms, so expiry tests do not wait on the check period).
 	LeaseCheckInterval time.Duration
-}
-
-// Logger returns a logger that discards, unless JANUS_TEST_LOG is set, in
-// which case it writes debug logs to stderr.
-func Logger() *slog.Logger {
-	if os.Getenv("JANUS_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
+	// ExpectErrors is set by a test that makes the member log at ERROR on
+	// purpose; any other ERROR record fails the test (see testlog).
+	ExpectErrors bool
 }
 
 // Start opens a member in t.TempDir and serves both faces until the test
@@ -60,7 +52,11 @@ func Start(t testing.TB, opts Options) *Janus {
 	if opts.LeaseCheckInterval == 0 {
 		opts.LeaseCheckInterval = 20 * time.Millisecond
 	}
-	log := Logger()
+	var logOpts []testlog.Option
+	if opts.ExpectErrors {
+		logOpts = append(logOpts, testlog.ExpectErrors())
+	}
+	log := testlog.New(t, logOpts...)
 	m, err := server.OpenMember(server.MemberConfig{DataDir: t.TempDir(), Logger: log, LeaseCheckInterval: opts.LeaseCheckInterval})
 	if err != nil {
 		t.Fatalf("janustest: open member: %v", err)

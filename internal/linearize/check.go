@@ -1,6 +1,7 @@
 package linearize
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,33 +12,135 @@ import (
 	"github.com/anishathalye/porcupine"
 )
 
-// CheckLinearizable checks ops against model within timeout and fails t if
-// the history is not linearizable, writing porcupine's HTML visualization
-// of the failed partition to a file it names in the failure. The file goes
-// to $JANUS_LINEARIZE_DIR if set (so it outlives the test), else to
-// t.TempDir(). A check that runs out of time is logged, not failed: the
-// checker found no violation in the part it explored.
-func CheckLinearizable(t testing.TB, name string, model porcupine.Model, ops []porcupine.Operation, timeout time.Duration) porcupine.CheckResult {
+// CheckLinearizable checks ops against model within timeout and fails t
+// unless the history is proven linearizable. A check that runs out of time
+// fails too: a history too big to check proves nothing, so the workload
+// must keep histories small (many keys, few operations per key). On
+// failure it saves the history as JSON, with the seed of the run that made
+// it, for ReplayHistory, and for an illegal history porcupine's HTML
+// visualization of the failed partition; the failure names both files. The
+// files go to $JANUS_LINEARIZE_DIR if set, else to a new directory under
+// the system temp dir that is kept after the test.
+func CheckLinearizable(t testing.TB, name string, seed uint64, model porcupine.Model, ops []porcupine.Operation, timeout time.Duration) porcupine.CheckResult {
 	t.Helper()
 	res, info := porcupine.CheckOperationsVerbose(model, ops, timeout)
-	switch res {
-	case porcupine.Ok:
+	if res == porcupine.Ok {
 		t.Logf("%s: %d operations linearizable", name, len(ops))
-	case porcupine.Unknown:
-		t.Logf("%s: linearizability check of %d operations timed out after %v with no violation found", name, len(ops), timeout)
-	case porcupine.Illegal:
-		dir := os.Getenv("JANUS_LINEARIZE_DIR")
-		if dir == "" {
-			dir = t.TempDir()
-		}
-		path := filepath.Join(dir, sanitize(t.Name()+"-"+name)+".html")
-		if err := porcupine.VisualizePath(model, info, path); err != nil {
-			t.Errorf("%s: history of %d operations is NOT linearizable (visualization failed: %v)", name, len(ops), err)
-		} else {
-			t.Errorf("%s: history of %d operations is NOT linearizable; visualization: %s", name, len(ops), path)
-		}
+		return res
 	}
+	dir, err := failureDir()
+	if err != nil {
+		t.Errorf("%s: linearizability check of %d operations (seed %d) ended %v; saving the history failed: %v", name, len(ops), seed, res, err)
+		return res
+	}
+	base := filepath.Join(dir, sanitize(t.Name()+"-"+name))
+	saved := base + ".json"
+	if err := SaveHistory(saved, seed, ops); err != nil {
+		saved = fmt.Sprintf("(not saved: %v)", err)
+	}
+	if res == porcupine.Unknown {
+		t.Errorf("%s: linearizability check of %d operations (seed %d) timed out after %v: nothing is proven; history: %s", name, len(ops), seed, timeout, saved)
+		return res
+	}
+	html := base + ".html"
+	if err := porcupine.VisualizePath(model, info, html); err != nil {
+		html = fmt.Sprintf("(visualization failed: %v)", err)
+	}
+	t.Errorf("%s: history of %d operations (seed %d) is NOT linearizable; history: %s; visualization: %s", name, len(ops), seed, saved, html)
 	return res
+}
+
+// failureDir is where a failed check's files go: $JANUS_LINEARIZE_DIR, or
+// a fresh directory that outlives the test.
+func failureDir() (string, error) {
+	if dir := os.Getenv("JANUS_LINEARIZE_DIR"); dir != "" {
+		return dir, os.MkdirAll(dir, 0o755)
+	}
+	return os.MkdirTemp("", "janus-linearize-")
+}
+
+// savedHistory is a history as SaveHistory writes it. Model names which
+// model's types Inputs and Outputs hold.
+type savedHistory struct {
+	Seed  uint64
+	Model string
+	Ops   []savedOp
+}
+
+type savedOp struct {
+	ClientId     int
+	Call, Return int64
+	Input        json.RawMessage
+	Output       json.RawMessage
+}
+
+// SaveHistory writes ops (of EtcdModel or ZKModel) and the seed of the run
+// that recorded them to path as JSON.
+func SaveHistory(path string, seed uint64, ops []porcupine.Operation) error {
+	h := savedHistory{Seed: seed}
+	for _, op := range ops {
+		switch op.Input.(type) {
+		case EtcdInput:
+			h.Model = "etcd"
+		case ZKInput:
+			h.Model = "zookeeper"
+		default:
+			return fmt.Errorf("linearize: save history: input of type %T", op.Input)
+		}
+		in, err := json.Marshal(op.Input)
+		if err != nil {
+			return fmt.Errorf("linearize: save history: %w", err)
+		}
+		out, err := json.Marshal(op.Output)
+		if err != nil {
+			return fmt.Errorf("linearize: save history: %w", err)
+		}
+		h.Ops = append(h.Ops, savedOp{ClientId: op.ClientId, Call: op.Call, Return: op.Return, Input: in, Output: out})
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		return fmt.Errorf("linearize: save history: %w", err)
+	}
+	return os.WriteFile(path, b, 0o644)
+}
+
+// LoadHistory reads a history SaveHistory wrote and returns its model, its
+// operations and the seed of the run that recorded it.
+func LoadHistory(path string) (porcupine.Model, []porcupine.Operation, uint64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return porcupine.Model{}, nil, 0, fmt.Errorf("linearize: load history: %w", err)
+	}
+	var h savedHistory
+	if err := json.Unmarshal(b, &h); err != nil {
+		return porcupine.Model{}, nil, 0, fmt.Errorf("linearize: load history %s: %w", path, err)
+	}
+	model, decode := EtcdModel, decodeOp[EtcdInput, EtcdOutput]
+	if h.Model == "zookeeper" {
+		model, decode = ZKModel, decodeOp[ZKInput, ZKOutput]
+	}
+	ops := make([]porcupine.Operation, 0, len(h.Ops))
+	for i, op := range h.Ops {
+		in, out, err := decode(op)
+		if err != nil {
+			return porcupine.Model{}, nil, 0, fmt.Errorf("linearize: load history %s: operation %d: %w", path, i, err)
+		}
+		ops = append(ops, porcupine.Operation{ClientId: op.ClientId, Call: op.Call, Return: op.Return, Input: in, Output: out})
+	}
+	return model, ops, h.Seed, nil
+}
+
+// decodeOp decodes a saved operation's input and output as an I and an O.
+func decodeOp[I, O any](op savedOp) (any, any, error) {
+	var in I
+	var out O
+	if err := json.Unmarshal(op.Input, &in); err != nil {
+		return nil, nil, err
+	}
+	if err := json.Unmarshal(op.Output, &out); err != nil {
+		return nil, nil, err
+	}
+	return in, out, nil
 }
 
 func sanitize(s string) string {

@@ -12,5 +12,10 @@
 // including never (placed last, it is observed by nothing). A read that
 // failed is dropped: it observed nothing.
 //
+// A check proves something or fails: a history the checker cannot finish
+// in its time fails like an illegal one, and either is saved with its run's
+// seed for TestReplayHistory. Workloads keep histories small (many keys,
+// few operations per key) so the check finishes on a busy machine.
+//
 // Nothing here is imported by the server; it is a test library.
 package linearize

@@ -1,8 +1,12 @@
 package linearize
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
+	"time"
 
 	"github.com/anishathalye/porcupine"
 )
@@ -222,7 +226,7 @@ func TestCheckLinearizableWritesVisualization(t *testing.T) {
 		op(0, 0, 1, EtcdInput{Op: EtcdPut, Key: "a", Value: "1"}, EtcdOutput{}),
 		op(1, 2, 3, EtcdInput{Op: EtcdGet, Key: "a"}, EtcdOutput{}),
 	}
-	if res := CheckLinearizable(rec, "etcd", EtcdModel, ops, 0); res != porcupine.Illegal {
+	if res := CheckLinearizable(rec, "etcd", 7, EtcdModel, ops, 0); res != porcupine.Illegal {
 		t.Fatalf("result %v, want Illegal", res)
 	}
 	if !rec.failed {
@@ -231,6 +235,78 @@ func TestCheckLinearizableWritesVisualization(t *testing.T) {
 	if files, _ := filepath.Glob(filepath.Join(dir, "*.html")); len(files) != 1 {
 		t.Fatalf("visualizations written: %v, want one", files)
 	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+	if len(files) != 1 {
+		t.Fatalf("histories saved: %v, want one", files)
+	}
+	model, loaded, seed, err := LoadHistory(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seed != 7 || !reflect.DeepEqual(loaded, ops) {
+		t.Fatalf("saved history reloads as seed %d, %v; want seed 7, %v", seed, loaded, ops)
+	}
+	if res := porcupine.CheckOperations(model, loaded); res {
+		t.Fatal("the reloaded illegal history checks as linearizable")
+	}
+}
+
+// TestCheckLinearizableFailsOnTimeout gives the checker a history it cannot
+// finish: many concurrent writes of distinct values and a read of a value
+// none wrote, so proving it illegal means trying every order of the writes.
+// Running out of time must fail the test and save the history, not pass.
+func TestCheckLinearizableFailsOnTimeout(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("JANUS_LINEARIZE_DIR", dir)
+	var ops []porcupine.Operation
+	for i := range 64 {
+		ops = append(ops, op(i, 0, 100, EtcdInput{Op: EtcdPut, Key: "a", Value: fmt.Sprint(i)}, EtcdOutput{}))
+	}
+	ops = append(ops, op(64, 0, 100, EtcdInput{Op: EtcdGet, Key: "a"}, EtcdOutput{Found: true, Value: "none"}))
+	rec := &recordingTB{TB: t}
+	if res := CheckLinearizable(rec, "etcd", 9, EtcdModel, ops, 100*time.Millisecond); res != porcupine.Unknown {
+		t.Fatalf("result %v, want Unknown (a timeout)", res)
+	}
+	if !rec.failed {
+		t.Fatal("a check that timed out did not fail the test")
+	}
+	if files, _ := filepath.Glob(filepath.Join(dir, "*.json")); len(files) != 1 {
+		t.Fatalf("histories saved: %v, want one", files)
+	}
+}
+
+// TestZKHistoryRoundTrip saves and reloads a ZooKeeper history.
+func TestZKHistoryRoundTrip(t *testing.T) {
+	ops := []porcupine.Operation{
+		op(0, 0, 1, ZKInput{Op: ZKCreate, Path: "/a", Data: "x"}, ZKOutput{Result: ZKOK}),
+		op(1, 2, never, ZKInput{Op: ZKSet, Path: "/a", Data: "y", Version: 0}, ZKOutput{Result: ZKUnknown}),
+	}
+	path := filepath.Join(t.TempDir(), "h.json")
+	if err := SaveHistory(path, 3, ops); err != nil {
+		t.Fatal(err)
+	}
+	model, loaded, seed, err := LoadHistory(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seed != 3 || !reflect.DeepEqual(loaded, ops) || model.Init() != ZKModel.Init() {
+		t.Fatalf("reloaded as seed %d, %v; want seed 3, %v", seed, loaded, ops)
+	}
+}
+
+// TestReplayHistory rechecks a history a failed run saved: set
+// JANUS_LINEARIZE_REPLAY to the .json file the failure named.
+func TestReplayHistory(t *testing.T) {
+	path := os.Getenv("JANUS_LINEARIZE_REPLAY")
+	if path == "" {
+		t.Skip("set JANUS_LINEARIZE_REPLAY to a saved history to recheck it")
+	}
+	model, ops, seed, err := LoadHistory(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("replaying %d operations of the run with seed %d", len(ops), seed)
+	CheckLinearizable(t, "replay", seed, model, ops, 10*time.Minute)
 }
 
 type recordingTB struct {
