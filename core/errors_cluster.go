@@ -14,4 +14,10 @@ var (
 	// ErrLeaderChanged: the leader changed before the member learned the
 	// write's outcome. It may or may not commit.
 	ErrLeaderChanged = errors.New("core: leader changed")
+	// ErrCorrupt: a corruption check found this member's state (or, for
+	// an alarm on member 0, the cluster's) differing from its peers', and
+	// a CORRUPT alarm is active. The member refuses to answer from that
+	// state until the alarm is disarmed (etcd: "etcdserver: corrupt
+	// cluster"; ZooKeeper: ConnectionLoss).
+	ErrCorrupt = errors.New("core: corrupt member")
 )
