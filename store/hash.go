@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
@@ -18,7 +19,8 @@ import (
 // equal hashes at the same applied index, provided the View is exact
 // there: a latest View always is, a View of an older revision is not
 // (its Meta and Dir records can lag inside a group).
-func (v *View) StateHash() (uint64, error) {
+// It reads the whole state, so it checks ctx as it goes.
+func (v *View) StateHash(ctx context.Context) (uint64, error) {
 	h := sha256.New()
 	var num [binary.MaxVarintLen64]byte
 	field := func(b []byte) {
@@ -29,7 +31,13 @@ func (v *View) StateHash() (uint64, error) {
 	opts.PrefetchValues = false
 	it := v.txn.NewIterator(opts)
 	defer it.Close()
+	n := 0
 	for it.Rewind(); it.Valid(); it.Next() {
+		if n++; n%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return 0, err
+			}
+		}
 		item := it.Item()
 		key := item.Key()
 		if !inSnapshot(key) {

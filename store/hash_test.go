@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"math/rand/v2"
 	"testing"
@@ -18,7 +19,7 @@ func latestHash(t *testing.T, s *Store) uint64 {
 		t.Fatal(err)
 	}
 	defer v.Close()
-	h, err := v.StateHash()
+	h, err := v.StateHash(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
