@@ -72,6 +72,10 @@ type Status struct {
 	CompactRev   int64
 	DBSize       int64
 	Members      []Member
+	// Alarms are the active alarms (etcd's alarm list), the same on every
+	// member. A CORRUPT alarm naming this member, or member 0, means it
+	// refuses to serve clients (core.ErrCorrupt).
+	Alarms []Alarm
 }
 
 // Member is one server of the ensemble as clients should see it.
