@@ -58,6 +58,8 @@ type corruptChecker struct {
 
 	// rounds are touched only by the apply goroutine.
 	rounds []*checkRound
+	// passed counts checks every reporting member agreed on.
+	passed atomic.Int64
 
 	wg sync.WaitGroup
 }
@@ -264,6 +266,7 @@ func (c *corruptChecker) decide(r *checkRound, final bool) {
 			"reported", len(r.reports), "members", len(c.members))
 	case len(byHash) == 1:
 		r.decided, r.trusted, r.majority = true, true, trusted
+		c.passed.Add(1)
 		c.m.log.Info("corruption check passed", "index", r.index, "rev", r.rev,
 			"reported", len(r.reports), "members", len(c.members), "hash", fmt.Sprintf("%016x", trusted))
 	case found:
@@ -335,7 +338,10 @@ func (m *Member) Corrupt() bool {
 	return false
 }
 
-// loadAlarms reads the alarms of the state ref now shows.
+// loadAlarms reads the alarms of the state ref now shows. When they start
+// naming this member, the watch hub is replaced: its subscribers (etcd
+// watch streams, the ZooKeeper face's event feed) end rather than go on
+// receiving events of the damaged state, and new ones are refused.
 func (m *Member) loadAlarms(ref *stateRef) error {
 	v, err := ref.st.Latest()
 	if err != nil {
@@ -346,11 +352,22 @@ func (m *Member) loadAlarms(ref *stateRef) error {
 	if err != nil {
 		return err
 	}
-	old := m.Alarms()
+	old, wasCorrupt := m.Alarms(), m.Corrupt()
 	if !slices.Equal(old, meta.Alarms) {
 		m.log.Warn("alarms changed", "alarms", meta.Alarms, "before", old)
 	}
 	alarms := meta.Alarms
 	m.alarms.Store(&alarms)
+	if m.Corrupt() && !wasCorrupt {
+		m.mu.Lock()
+		oldHub := m.hub
+		if oldHub != nil {
+			m.hub = core.NewHub(history{ref.st}, ref.st.Rev(), 0)
+		}
+		m.mu.Unlock()
+		if oldHub != nil {
+			oldHub.Close()
+		}
+	}
 	return nil
 }
