@@ -86,6 +86,9 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 		ElectionTimeout:   cfg.ElectionTimeout,
 		HeartbeatInterval: cfg.HeartbeatInterval,
 		MaxDiffEntries:    cfg.MaxDiffEntries,
+
+		CorruptCheckInterval: cfg.CorruptCheckTime,
+		InitialCorruptCheck:  cfg.InitialCorruptCheck,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
