@@ -29,6 +29,10 @@ type Backend interface {
 	Leases() Lessor
 	// Status describes the member.
 	Status() Status
+	// Alarms are the active alarms, the same on every member (etcd's
+	// alarm list). A CORRUPT alarm naming this member, or member 0, means
+	// it refuses to serve clients (ErrCorrupt).
+	Alarms() []Alarm
 }
 
 // Pending is a submitted op.
@@ -72,10 +76,9 @@ type Status struct {
 	CompactRev   int64
 	DBSize       int64
 	Members      []Member
-	// Alarms are the active alarms (etcd's alarm list), the same on every
-	// member. A CORRUPT alarm naming this member, or member 0, means it
-	// refuses to serve clients (core.ErrCorrupt).
-	Alarms []Alarm
+	// Alarms are the member's raised alarms by etcd's names (NOSPACE,
+	// CORRUPT).
+	Alarms []string
 }
 
 // Member is one server of the ensemble as clients should see it.

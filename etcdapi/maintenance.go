@@ -73,7 +73,7 @@ func storageVersion(v string) string {
 // `etcdctl alarm disarm` clears it.
 func (m *maintenanceServer) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.AlarmResponse, error) {
 	want := core.Alarm{Member: r.MemberID, Type: core.AlarmType(r.Alarm)}
-	before := m.s.b.Status().Alarms
+	before := m.s.b.Alarms()
 	active := slices.Contains(before, want)
 	resp := &pb.AlarmResponse{}
 	switch r.Action {

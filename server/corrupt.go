@@ -36,9 +36,10 @@ import (
 //     with an alarm naming it (or 0) refuses client reads and writes until
 //     an operator disarms it.
 //
-// A round is decided once every member has reported, or once a hash has a
-// majority, or, failing both, when the next check begins. A report that
-// arrives after its round was decided is still compared with the majority.
+// A round is decided once a hash has a majority of the voters, or once
+// every member has reported; a member slow to report delays it but is no
+// evidence. A report that arrives after its round was decided is still
+// compared with the majority. The last few rounds wait for late reports.
 type corruptChecker struct {
 	m *Member
 	// ctx ends when the member closes; hashes and proposals stop with it.
@@ -148,14 +149,11 @@ func (c *corruptChecker) run() {
 func (c *corruptChecker) propose(ctx context.Context, op *core.Op) error {
 	ctx, cancel := context.WithTimeout(ctx, checkProposeTimeout)
 	defer cancel()
-	r, err := c.m.zab.Propose(ctx, core.EncodeOp(op))
+	res, err := c.m.propose(ctx, op)
 	if err != nil {
-		return clusterErr("propose", err)
+		return err
 	}
-	if res := r.(*core.Result); res.Err != nil {
-		return res.Err
-	}
-	return nil
+	return res.Err
 }
 
 // applied looks at a segment of applied entries (which ends with the only
@@ -178,14 +176,15 @@ func (c *corruptChecker) applied(ref *stateRef, entries []core.Entry) {
 // shows now, and hashes that state in the background.
 func (c *corruptChecker) begin(ref *stateRef, index uint64) {
 	ctx := c.ctx
-	for _, r := range c.rounds {
-		if !r.decided {
-			c.decide(r, true)
-		}
-	}
 	r := &checkRound{index: index, rev: ref.st.Rev(), reports: map[uint64]uint64{}}
 	c.rounds = append(c.rounds, r)
 	if len(c.rounds) > keptRounds {
+		for _, old := range c.rounds[:len(c.rounds)-keptRounds] {
+			if !old.decided && len(old.reports) > 0 {
+				c.m.log.Warn("corruption check undecided: too few members reported to tell which one differs",
+					"index", old.index, "rev", old.rev, "hashes", c.hashes(old), "members", len(c.members))
+			}
+		}
 		c.rounds = slices.Delete(c.rounds, 0, len(c.rounds)-keptRounds)
 	}
 	if !c.hashing.CompareAndSwap(false, true) {
@@ -230,7 +229,7 @@ func (c *corruptChecker) report(rep core.HashReport) {
 	}
 	r.reports[rep.Member] = rep.Hash
 	if !r.decided {
-		c.decide(r, false)
+		c.decide(r)
 		return
 	}
 	if r.trusted && rep.Hash != r.majority {
@@ -238,8 +237,10 @@ func (c *corruptChecker) report(rep core.HashReport) {
 	}
 }
 
-// decide settles a round if it can (or must: final).
-func (c *corruptChecker) decide(r *checkRound, final bool) {
+// decide settles a round once a majority of the voters agree on a hash,
+// or once every member has reported. Until then it waits: a member that is
+// slow to report is no evidence of anything.
+func (c *corruptChecker) decide(r *checkRound) {
 	byHash := map[uint64][]uint64{}
 	for id, h := range r.reports {
 		byHash[h] = append(byHash[h], id)
@@ -256,15 +257,8 @@ func (c *corruptChecker) decide(r *checkRound, final bool) {
 			trusted, found = h, true
 		}
 	}
-	complete := len(r.reports) == len(c.members)
 	switch {
-	case len(byHash) <= 1 && !found && !complete && !final:
-		return
-	case len(byHash) <= 1 && !found:
-		r.decided = true
-		c.m.log.Warn("corruption check incomplete: too few members reported", "index", r.index,
-			"reported", len(r.reports), "members", len(c.members))
-	case len(byHash) == 1:
+	case found && len(byHash) == 1:
 		r.decided, r.trusted, r.majority = true, true, trusted
 		c.passed.Add(1)
 		c.m.log.Info("corruption check passed", "index", r.index, "rev", r.rev,
@@ -279,27 +273,44 @@ func (c *corruptChecker) decide(r *checkRound, final bool) {
 		}
 		slices.Sort(damaged)
 		c.mismatch(r, damaged)
-	case complete || final:
+	case len(r.reports) == len(c.members):
+		// Everyone reported and no hash has a majority: nobody can be
+		// trusted, so the alarm names the whole cluster, as etcd's does.
 		r.decided = true
 		c.mismatch(r, []uint64{0})
 	}
 }
 
-// mismatch says which members' states differ and, on the leader, raises
-// their CORRUPT alarms.
-func (c *corruptChecker) mismatch(r *checkRound, damaged []uint64) {
+// hashes lists a round's reports as "member=hash", by member.
+func (c *corruptChecker) hashes(r *checkRound) string {
 	ids := make([]uint64, 0, len(r.reports))
 	for id := range r.reports {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
-	hashes := make([]string, len(ids))
+	parts := make([]string, len(ids))
 	for i, id := range ids {
-		hashes[i] = fmt.Sprintf("%d=%016x", id, r.reports[id])
+		parts[i] = fmt.Sprintf("%d=%016x", id, r.reports[id])
 	}
-	c.m.log.Error("corruption check: member state differs from the majority's", "damaged", damaged,
-		"index", r.index, "rev", r.rev, "hashes", strings.Join(hashes, " "), "trusted", r.trusted)
-	if !c.m.roles.leading.Load() {
+	return strings.Join(parts, " ")
+}
+
+// mismatch says which members' states differ and, on the leader, raises
+// their CORRUPT alarms. It logs an error when that news is new, and a
+// warning while their alarms are already raised.
+func (c *corruptChecker) mismatch(r *checkRound, damaged []uint64) {
+	active := c.m.Alarms()
+	known := true
+	for _, id := range damaged {
+		known = known && slices.Contains(active, core.Alarm{Member: id, Type: core.AlarmCorrupt})
+	}
+	log := c.m.log.Error
+	if known {
+		log = c.m.log.Warn
+	}
+	log("corruption check: member state differs from the majority's", "damaged", damaged,
+		"index", r.index, "rev", r.rev, "hashes", c.hashes(r), "trusted", r.trusted)
+	if !c.m.roles.leading.Load() || known {
 		return
 	}
 	for _, id := range damaged {
@@ -314,13 +325,25 @@ func (c *corruptChecker) mismatch(r *checkRound, damaged []uint64) {
 	}
 }
 
-// Alarms returns the active alarms, as every member lists them (etcd's
-// alarm list). Health checks read it: any alarm makes a member unhealthy.
+// Alarms implements core.Backend: the active alarms, as every member lists
+// them (etcd's alarm list). Status.Alarms has their names, which health
+// checks read: as in etcd, any alarm makes every member unhealthy.
 func (m *Member) Alarms() []core.Alarm {
 	if p := m.alarms.Load(); p != nil {
 		return slices.Clone(*p)
 	}
 	return nil
+}
+
+// alarmNames are the etcd names of alarms' types, each once, in order.
+func alarmNames(alarms []core.Alarm) []string {
+	var names []string
+	for _, a := range alarms {
+		if n := a.Type.String(); !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	return names
 }
 
 // Corrupt says whether a CORRUPT alarm names this member or the whole

@@ -162,7 +162,7 @@ func OpenMember(cfg MemberConfig) (*Member, error) {
 	m.cancel = cancel
 	m.checker = newCorruptChecker(ctx, m)
 	m.hub = core.NewHub(history{ref.st}, ref.st.Rev(), 0)
-	m.lessor = newLessor(cfg.Clock, cfg.MinLeaseTTL, m.Propose, cfg.Logger.With("component", "lessor"))
+	m.lessor = newLessor(cfg.Clock, cfg.MinLeaseTTL, m.propose, cfg.Logger.With("component", "lessor"))
 	if err := m.lessor.load(ref.st); err != nil {
 		cancel()
 		ref.st.Close()
@@ -322,6 +322,13 @@ func (m *Member) Propose(ctx context.Context, op *core.Op) (*core.Result, error)
 	if op.Alarm == nil && m.Corrupt() {
 		return nil, fmt.Errorf("propose: %w", core.ErrCorrupt)
 	}
+	return m.propose(ctx, op)
+}
+
+// propose is Propose for the member's own ops (lease expiry, corruption
+// checks), which a member refusing clients still makes: they do not come
+// from its damaged state.
+func (m *Member) propose(ctx context.Context, op *core.Op) (*core.Result, error) {
 	r, err := m.zab.Propose(ctx, core.EncodeOp(op))
 	if err != nil {
 		return nil, clusterErr("propose", err)
@@ -421,7 +428,7 @@ func (m *Member) Status() core.Status {
 		CompactRev:   st.CompactRev,
 		DBSize:       st.DBSize,
 		Members:      m.members(leader),
-		Alarms:       m.Alarms(),
+		Alarms:       alarmNames(m.Alarms()),
 	}
 }
 

@@ -226,6 +226,7 @@ func (s *Server) mntr() ([][2]string, error) {
 	}
 	_, paths, watches := s.watches.counts()
 	st := s.backend.Status()
+	alarms := s.backend.Alarms()
 	l := s.stats.latency.snapshot()
 	pairs := [][2]string{
 		{"zk_version", version},
@@ -263,8 +264,8 @@ func (s *Server) mntr() ([][2]string, error) {
 		[2]string{"zk_last_zxid", fmt.Sprintf("0x%x", st.Rev)},
 		// Janus's: the active alarms (etcd's alarm list), as a count
 		// monitoring can compare with 0 and as member:TYPE pairs.
-		[2]string{"janus_alarm_count", fmt.Sprint(len(st.Alarms))},
-		[2]string{"janus_alarms", alarmList(st.Alarms)},
+		[2]string{"janus_alarm_count", fmt.Sprint(len(alarms))},
+		[2]string{"janus_alarms", alarmList(alarms)},
 	), nil
 }
 
