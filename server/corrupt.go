@@ -207,11 +207,13 @@ func (c *corruptChecker) begin(ref *stateRef, index uint64) {
 		ref.views.Done()
 		c.hashing.Store(false)
 		if err != nil {
-			c.m.log.Warn("corruption check: hash state", "index", index, "err", err)
+			if ctx.Err() == nil {
+				c.m.log.Warn("corruption check: hash state", "index", index, "err", err)
+			}
 			return
 		}
 		rep := &core.HashReport{Member: c.m.cfg.ID, Index: index, Hash: h}
-		if err := c.propose(ctx, &core.Op{HashReport: rep}); err != nil {
+		if err := c.propose(ctx, &core.Op{HashReport: rep}); err != nil && ctx.Err() == nil {
 			c.m.log.Warn("corruption check: report hash", "index", index, "err", err)
 		}
 	}()
@@ -318,7 +320,7 @@ func (c *corruptChecker) mismatch(r *checkRound, damaged []uint64) {
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
-			if err := c.propose(c.ctx, op); err != nil {
+			if err := c.propose(c.ctx, op); err != nil && c.ctx.Err() == nil {
 				c.m.log.Warn("raise corruption alarm", "member", id, "err", err)
 			}
 		}()
