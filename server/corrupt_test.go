@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -468,4 +469,55 @@ func zkSession(t *testing.T, addr string) bool {
 		}
 	}
 	return false
+}
+
+// TestCorruptLeaderIsFound damages the leader's state, the case where a
+// leader would answer from a forked state: the majority of followers
+// outvotes it, it refuses clients, and the followers keep serving writes
+// (which the damaged member's log still orders: only its state is bad).
+func TestCorruptLeaderIsFound(t *testing.T) {
+	c := newReplicaCluster(t)
+	var damaged atomic.Uint64
+	for id := uint64(1); id <= 3; id++ {
+		fork := forkOn("victim")
+		c.start(id, func(cfg *MemberConfig) {
+			cfg.tamper = func(e *core.Entry) {
+				if damaged.Load() == id {
+					fork(e)
+				}
+			}
+		})
+	}
+	c.propose(c.members[1], putOp("k", "v", 0))
+	leader := c.members[1].Status().LeaderID
+	if leader == 0 {
+		t.Fatal("no leader after a write")
+	}
+	damaged.Store(leader)
+	c.propose(c.members[1], putOp("victim", "good", 0))
+	c.check(c.members[leader])
+	want := []core.Alarm{{Member: leader, Type: core.AlarmCorrupt}}
+	waitFor(t, "every member to list the leader's CORRUPT alarm", c.allList(want))
+	ctx := context.Background()
+	if _, err := c.members[leader].Read(ctx, 0); !errors.Is(err, core.ErrCorrupt) {
+		t.Fatalf("damaged leader read: %v", err)
+	}
+	for id, m := range c.members {
+		if id == leader {
+			continue
+		}
+		res := c.propose(m, putOp("after", fmt.Sprint(id), 0))
+		if res.Err != nil {
+			t.Fatalf("member %d: write after the alarm: %v", id, res.Err)
+		}
+		v, err := m.Read(ctx, 0)
+		if err != nil {
+			t.Fatalf("member %d: read after the alarm: %v", id, err)
+		}
+		n, err := v.Node([]byte("victim"))
+		v.Close()
+		if err != nil || n == nil || string(n.Value) != "good" {
+			t.Fatalf("member %d: victim = %+v, %v", id, n, err)
+		}
+	}
 }
