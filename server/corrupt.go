@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -20,7 +21,8 @@ import (
 //     InitialCorruptCheck is set.
 //  2. Every member, on applying it, opens a View of its state right after
 //     that entry (the store applies the entry as the last of its group, so
-//     the View is exact) and hashes it in the background (store.StateHash).
+//     the View is exact) and hashes it in the background
+//     (store.View.StateHash).
 //     Every member therefore hashes the same point of the log, whatever its
 //     applied index when the check began: no two different points are ever
 //     compared, and compaction cannot pull the state from under the hash
@@ -29,8 +31,8 @@ import (
 //  4. Every member applies the reports in log order and decides alike: the
 //     hash that a majority of the voters reported is right, and every member
 //     that reported another hash is damaged (etcd's CompactHashCheck rule).
-//     If hashes differ and no hash has a majority, nobody can be trusted:
-//     the alarm names member 0, the whole cluster, as etcd does.
+//     If every member reported and no hash has a majority, nobody can be
+//     trusted: the alarm names member 0, the whole cluster, as etcd's does.
 //  5. The leader proposes a CORRUPT alarm for each damaged member. Alarms
 //     are replicated state (core.Meta), so every member lists them; a member
 //     with an alarm naming it (or 0) refuses client reads and writes until
@@ -59,7 +61,7 @@ type corruptChecker struct {
 
 	// rounds are touched only by the apply goroutine.
 	rounds []*checkRound
-	// passed counts checks every reporting member agreed on.
+	// passed counts rounds decided without a mismatch.
 	passed atomic.Int64
 
 	wg sync.WaitGroup
@@ -78,9 +80,12 @@ type checkRound struct {
 // keptRounds bounds how many checks wait for late reports.
 const keptRounds = 4
 
-// checkRetry is how long a member waits before asking again for its
-// start-up check when the ensemble had no leader.
-const checkRetry = 200 * time.Millisecond
+// checkRetry is how long a member waits before proposing again when the
+// ensemble had no leader; checkRetryFor is how long it keeps trying.
+const (
+	checkRetry    = 200 * time.Millisecond
+	checkRetryFor = time.Minute
+)
 
 // checkProposeTimeout bounds one proposal of a check, report or alarm.
 const checkProposeTimeout = 10 * time.Second
@@ -145,15 +150,31 @@ func (c *corruptChecker) run() {
 }
 
 // propose puts op in the log past the member's own refusal to serve: a
-// damaged member still takes part in checks and alarms.
+// damaged member still takes part in checks and alarms. It tries again
+// while the ensemble has no leader or changes it, for up to
+// checkRetryFor: a report or alarm lost to an election would leave its
+// round undecided. A retried op may land twice; reports and alarms are
+// idempotent.
 func (c *corruptChecker) propose(ctx context.Context, op *core.Op) error {
-	ctx, cancel := context.WithTimeout(ctx, checkProposeTimeout)
-	defer cancel()
-	res, err := c.m.propose(ctx, op)
-	if err != nil {
-		return err
+	deadline := time.Now().Add(checkRetryFor)
+	for {
+		pctx, cancel := context.WithTimeout(ctx, checkProposeTimeout)
+		res, err := c.m.propose(pctx, op)
+		cancel()
+		if err == nil {
+			return res.Err
+		}
+		transient := errors.Is(err, core.ErrNoLeader) || errors.Is(err, core.ErrLeaderChanged) ||
+			errors.Is(err, context.DeadlineExceeded)
+		if !transient || ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(checkRetry):
+		}
 	}
-	return res.Err
 }
 
 // applied looks at a segment of applied entries (which ends with the only
