@@ -80,6 +80,16 @@ func newReplicaCluster(t *testing.T) *replicaCluster {
 			m.Close()
 		}
 		c.net.Wait()
+		if t.Failed() {
+			// What the checks and elections did, for the failure's reader.
+			for id := uint64(1); id <= 3; id++ {
+				for _, l := range c.logs[id].lines("") {
+					if strings.Contains(l, "corrupt") || strings.Contains(l, "alarm") || strings.Contains(l, "role changed") {
+						t.Logf("member %d: %s", id, l)
+					}
+				}
+			}
+		}
 	})
 	return c
 }
