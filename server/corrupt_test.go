@@ -57,21 +57,29 @@ func (b *lockedBuffer) lines(substr string) []string {
 	return out
 }
 
-// replicaCluster is three in-process members on zab's in-memory network.
+// replicaCluster is three in-process voters (and maybe observers, IDs 4
+// on) on zab's in-memory network.
 type replicaCluster struct {
-	t       *testing.T
-	net     *zab.MemNetwork
-	peers   map[uint64]string
-	dirs    map[uint64]string
-	logs    map[uint64]*lockedBuffer
-	members map[uint64]*Member
+	t         *testing.T
+	net       *zab.MemNetwork
+	peers     map[uint64]string
+	observers map[uint64]string
+	dirs      map[uint64]string
+	logs      map[uint64]*lockedBuffer
+	members   map[uint64]*Member
 }
 
-func newReplicaCluster(t *testing.T) *replicaCluster {
+func newReplicaCluster(t *testing.T) *replicaCluster { return newReplicaClusterWith(t, 0) }
+
+func newReplicaClusterWith(t *testing.T, observers int) *replicaCluster {
 	c := &replicaCluster{t: t, net: zab.NewMemNetwork(uint64(time.Now().UnixNano())), peers: map[uint64]string{},
-		dirs: map[uint64]string{}, logs: map[uint64]*lockedBuffer{}, members: map[uint64]*Member{}}
-	for id := uint64(1); id <= 3; id++ {
-		c.peers[id] = fmt.Sprintf("mem-%d", id)
+		observers: map[uint64]string{}, dirs: map[uint64]string{}, logs: map[uint64]*lockedBuffer{}, members: map[uint64]*Member{}}
+	for id := uint64(1); id <= uint64(3+observers); id++ {
+		if id <= 3 {
+			c.peers[id] = fmt.Sprintf("mem-%d", id)
+		} else {
+			c.observers[id] = fmt.Sprintf("mem-%d", id)
+		}
 		c.dirs[id] = t.TempDir()
 		c.logs[id] = &lockedBuffer{}
 	}
@@ -82,7 +90,7 @@ func newReplicaCluster(t *testing.T) *replicaCluster {
 		c.net.Wait()
 		if t.Failed() {
 			// What the checks and elections did, for the failure's reader.
-			for id := uint64(1); id <= 3; id++ {
+			for id := uint64(1); id <= uint64(len(c.logs)); id++ {
 				for _, l := range c.logs[id].lines("") {
 					if strings.Contains(l, "corrupt") || strings.Contains(l, "alarm") || strings.Contains(l, "role changed") {
 						t.Logf("member %d: %s", id, l)
@@ -98,7 +106,7 @@ func newReplicaCluster(t *testing.T) *replicaCluster {
 func (c *replicaCluster) start(id uint64, tweak func(*MemberConfig)) *Member {
 	c.t.Helper()
 	cfg := MemberConfig{
-		DataDir: c.dirs[id], ID: id, Peers: c.peers, Transport: c.net.Endpoint(id),
+		DataDir: c.dirs[id], ID: id, Peers: c.peers, Observers: c.observers, Transport: c.net.Endpoint(id),
 		Logger:          slog.New(slog.NewTextHandler(c.logs[id], &slog.HandlerOptions{Level: slog.LevelInfo})).With("member", id),
 		ElectionTimeout: 200 * time.Millisecond, HeartbeatInterval: 20 * time.Millisecond,
 	}
@@ -529,5 +537,22 @@ func TestCorruptLeaderIsFound(t *testing.T) {
 		if err != nil || n == nil || string(n.Value) != "good" {
 			t.Fatalf("member %d: victim = %+v, %v", id, n, err)
 		}
+	}
+}
+
+// TestCorruptObserverIsFound: observers apply the same log, take part in
+// checks without voting, and are named when their state differs.
+func TestCorruptObserverIsFound(t *testing.T) {
+	c := newReplicaClusterWith(t, 1)
+	for id := uint64(1); id <= 3; id++ {
+		c.start(id, nil)
+	}
+	c.start(4, func(cfg *MemberConfig) { cfg.tamper = forkOn("victim") })
+	c.propose(c.members[1], putOp("victim", "good", 0))
+	c.check(c.members[4])
+	want := []core.Alarm{{Member: 4, Type: core.AlarmCorrupt}}
+	waitFor(t, "every member to list the observer's CORRUPT alarm", c.allList(want))
+	if !c.members[4].Corrupt() || c.members[1].Corrupt() {
+		t.Fatalf("corrupt: observer %v, voter %v", c.members[4].Corrupt(), c.members[1].Corrupt())
 	}
 }
