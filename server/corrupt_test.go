@@ -234,9 +234,32 @@ func TestCorruptionCheckFindsTheForkedMember(t *testing.T) {
 		t.Fatalf("alarms %v before any damage", a)
 	}
 
+	sub, err := m3.Watch(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	watchEnded := make(chan error, 1)
+	go func() {
+		for range sub.Events() {
+		}
+		watchEnded <- sub.Err()
+	}()
 	c.propose(m1, putOp("victim", "good", 0))
 	c.check(m1)
 	waitFor(t, "every member to list member 3's CORRUPT alarm", c.allList(corrupt3))
+	// The damaged member's open watch ends, and a new one is refused.
+	select {
+	case err := <-watchEnded:
+		if err == nil {
+			t.Fatal("watch on the damaged member ended without an error")
+		}
+	case <-time.After(60 * time.Second): // only so that a broken build fails instead of hanging
+		t.Fatal("watch on the damaged member still open")
+	}
+	if _, err := m3.Watch(0); !errors.Is(err, core.ErrCorrupt) {
+		t.Fatalf("new watch on the damaged member: %v", err)
+	}
 	for id, m := range c.members {
 		if got := m.Corrupt(); got != (id == 3) {
 			t.Errorf("member %d: Corrupt() = %v", id, got)
