@@ -37,6 +37,10 @@ type Config struct {
 	ElectionTimeout   time.Duration
 	HeartbeatInterval time.Duration
 	MaxDiffEntries    int
+	// Corruption checks (etcd's --corrupt-check-time and its
+	// InitialCorruptCheck feature): 0 turns the periodic check off.
+	CorruptCheckTime    time.Duration
+	InitialCorruptCheck bool
 
 	// etcd face
 	MaxRequestBytes     int
@@ -82,6 +86,12 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.DurationVar(&cfg.ElectionTimeout, "election-timeout", time.Second, "how long without a leader (or, on the leader, without a quorum) before an election")
 	fs.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", 100*time.Millisecond, "the leader's heartbeat period")
 	fs.IntVar(&cfg.MaxDiffEntries, "max-diff-entries", 100_000, "a member missing more log entries than this is sent a snapshot instead")
+	for _, name := range []string{"corrupt-check-time", "experimental-corrupt-check-time"} {
+		fs.DurationVar(&cfg.CorruptCheckTime, name, 5*time.Minute, "how often the leader has every member hash its state at one log index and compare (0: never)")
+	}
+	for _, name := range []string{"initial-corrupt-check", "experimental-initial-corrupt-check"} {
+		fs.BoolVar(&cfg.InitialCorruptCheck, name, true, "compare this member's state with the others' as soon as it starts")
+	}
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	fs.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", 1536*1024, "largest etcd request accepted, in bytes")
 	fs.DurationVar(&cfg.WatchProgressNotify, "watch-progress-notify-interval", 10*time.Minute, "how often etcd watches with progress_notify get a progress notification")
@@ -120,6 +130,9 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	}
 	if cfg.ElectionTimeout <= 0 || cfg.HeartbeatInterval <= 0 || cfg.HeartbeatInterval >= cfg.ElectionTimeout {
 		return cfg, errors.New("--heartbeat-interval and --election-timeout must be positive, the heartbeat shorter")
+	}
+	if cfg.CorruptCheckTime < 0 {
+		return cfg, errors.New("--corrupt-check-time must not be negative (0 turns the check off)")
 	}
 	if cfg.MaxDiffEntries <= 0 {
 		return cfg, errors.New("--max-diff-entries must be positive")

@@ -4,6 +4,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestEnsembleFlags(t *testing.T) {
@@ -35,6 +36,38 @@ func TestEnsembleFlags(t *testing.T) {
 			}
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("got %v (config %+v), want an error mentioning %q", err, cfg, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestCorruptCheckFlags(t *testing.T) {
+	tests := []struct {
+		args     []string
+		interval time.Duration
+		initial  bool
+		wantErr  string
+	}{
+		{nil, 5 * time.Minute, true, ""},
+		{[]string{"--corrupt-check-time", "0", "--initial-corrupt-check=false"}, 0, false, ""},
+		// etcd's older, experimental names are accepted too.
+		{[]string{"--experimental-corrupt-check-time", "30s", "--experimental-initial-corrupt-check=false"}, 30 * time.Second, false, ""},
+		{[]string{"--corrupt-check-time", "-1s"}, 0, false, "negative"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			cfg, err := parseFlags(tt.args, io.Discard)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got %v, want an error mentioning %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.CorruptCheckTime != tt.interval || cfg.InitialCorruptCheck != tt.initial {
+				t.Fatalf("interval %v initial %v, want %v %v", cfg.CorruptCheckTime, cfg.InitialCorruptCheck, tt.interval, tt.initial)
 			}
 		})
 	}

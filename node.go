@@ -77,18 +77,20 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 		clients[id] = c
 	}
 	member, err := server.OpenMember(server.MemberConfig{
-		DataDir:           cfg.DataDir,
-		Logger:            logger,
-		ID:                cfg.ID,
-		EtcdURL:           "http://" + etcdAddr,
-		ZKAddr:            zkAddr,
-		Peers:             cfg.Peers,
-		Observers:         cfg.Observers,
-		Clients:           clients,
-		ElectionTimeout:   cfg.ElectionTimeout,
-		HeartbeatInterval: cfg.HeartbeatInterval,
-		MaxDiffEntries:    cfg.MaxDiffEntries,
-		ApplyFault:        cfg.applyFault,
+		DataDir:              cfg.DataDir,
+		Logger:               logger,
+		ID:                   cfg.ID,
+		EtcdURL:              "http://" + etcdAddr,
+		ZKAddr:               zkAddr,
+		Peers:                cfg.Peers,
+		Observers:            cfg.Observers,
+		Clients:              clients,
+		ElectionTimeout:      cfg.ElectionTimeout,
+		HeartbeatInterval:    cfg.HeartbeatInterval,
+		MaxDiffEntries:       cfg.MaxDiffEntries,
+		ApplyFault:           cfg.applyFault,
+		CorruptCheckInterval: cfg.CorruptCheckTime,
+		InitialCorruptCheck:  cfg.InitialCorruptCheck,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)

@@ -2,7 +2,9 @@ package core
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
+	"slices"
 	"strconv"
 )
 
@@ -26,6 +28,10 @@ func Apply(ov *Overlay, e *Entry) (*Result, *Batch, error) {
 		res, err = a.leaseRevoke(op.LeaseRevoke)
 	case op.Compact != nil:
 		res = a.compact(op.Compact)
+	case op.HashCheck != nil, op.HashReport != nil:
+		res = &Result{} // for the members to act on, not the state
+	case op.Alarm != nil:
+		res = a.alarm(op.Alarm)
 	default:
 		res = &Result{Err: errCode(CodeBadArguments, nil)}
 	}
@@ -44,7 +50,7 @@ func Apply(ov *Overlay, e *Entry) (*Result, *Batch, error) {
 		b.Rev, b.Changed = a.rev, true
 		b.Events = a.events
 	}
-	if a.changed || a.compactTo != 0 {
+	if a.changed || a.compactTo != 0 || a.metaChanged {
 		ov.putMeta(a.meta)
 	}
 	b.Compact = a.compactTo
@@ -64,6 +70,8 @@ type applier struct {
 	changed   bool
 	events    []Event
 	compactTo int64
+	// metaChanged: the entry changed Meta without writing a node (alarms).
+	metaChanged bool
 	// The branch each Txn of the entry takes, decided before any op runs:
 	// the outermost Txn's in top and topOK, nested ones' in branches (made
 	// only for an entry that has any).
@@ -753,4 +761,35 @@ func (a *applier) compact(c *Compact) *Result {
 	a.meta.CompactRev = c.Rev
 	a.compactTo = c.Rev
 	return &Result{}
+}
+
+// alarm raises or clears one alarm, keeping Meta.Alarms ordered by member
+// then type.
+func (a *applier) alarm(c *AlarmChange) *Result {
+	if c.Alarm.Type != AlarmNoSpace && c.Alarm.Type != AlarmCorrupt {
+		return &Result{Err: errCode(CodeBadArguments, nil)}
+	}
+	i, found := slices.BinarySearchFunc(a.meta.Alarms, c.Alarm, compareAlarms)
+	if found == c.Activate {
+		return &Result{}
+	}
+	alarms := slices.Clone(a.meta.Alarms)
+	if c.Activate {
+		alarms = slices.Insert(alarms, i, c.Alarm)
+	} else {
+		alarms = slices.Delete(alarms, i, i+1)
+	}
+	if len(alarms) == 0 {
+		alarms = nil
+	}
+	a.meta.Alarms = alarms
+	a.metaChanged = true
+	return &Result{}
+}
+
+func compareAlarms(x, y Alarm) int {
+	if c := cmp.Compare(x.Member, y.Member); c != 0 {
+		return c
+	}
+	return cmp.Compare(x.Type, y.Type)
 }

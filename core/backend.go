@@ -29,6 +29,10 @@ type Backend interface {
 	Leases() Lessor
 	// Status describes the member.
 	Status() Status
+	// Alarms are the active alarms, the same on every member (etcd's
+	// alarm list). A CORRUPT alarm naming this member, or member 0, means
+	// it refuses to serve clients (ErrCorrupt).
+	Alarms() []Alarm
 }
 
 // Pending is a submitted op.

@@ -282,6 +282,15 @@ func AppendMeta(b []byte, m Meta) []byte {
 	e.byte(formatV1)
 	e.i(m.Rev)
 	e.i(m.CompactRev)
+	// Alarms follow only when there are any, so records written before
+	// alarms existed decode unchanged.
+	if len(m.Alarms) > 0 {
+		e.u(uint64(len(m.Alarms)))
+		for _, a := range m.Alarms {
+			e.u(a.Member)
+			e.byte(byte(a.Type))
+		}
+	}
 	return e.b
 }
 
@@ -290,6 +299,12 @@ func DecodeMeta(b []byte) (Meta, error) {
 	d := decoder{b: b}
 	d.header()
 	m := Meta{Rev: d.i(), CompactRev: d.i()}
+	if d.err == nil && len(d.b) > 0 {
+		m.Alarms = make([]Alarm, d.count(2))
+		for i := range m.Alarms {
+			m.Alarms[i] = Alarm{Member: d.u(), Type: AlarmType(d.byte())}
+		}
+	}
 	return m, d.finish("meta")
 }
 
@@ -299,6 +314,9 @@ const (
 	opTagLeaseGrant
 	opTagLeaseRevoke
 	opTagCompact
+	opTagHashCheck
+	opTagHashReport
+	opTagAlarm
 )
 
 // EncodeOp returns the log form of op.
@@ -325,6 +343,20 @@ func EncodeOp(op *Op) []byte {
 	case op.Compact != nil:
 		e.byte(opTagCompact)
 		e.i(op.Compact.Rev)
+	case op.HashCheck != nil:
+		e.byte(opTagHashCheck)
+	case op.HashReport != nil:
+		r := op.HashReport
+		e.byte(opTagHashReport)
+		e.u(r.Member)
+		e.u(r.Index)
+		e.u(r.Hash)
+	case op.Alarm != nil:
+		a := op.Alarm
+		e.byte(opTagAlarm)
+		e.bool(a.Activate)
+		e.u(a.Alarm.Member)
+		e.byte(byte(a.Alarm.Type))
 	default:
 		e.byte(0)
 	}
@@ -349,6 +381,14 @@ func DecodeOp(b []byte) (*Op, error) {
 		op.LeaseRevoke = &LeaseRevoke{ID: d.i()}
 	case opTagCompact:
 		op.Compact = &Compact{Rev: d.i()}
+	case opTagHashCheck:
+		op.HashCheck = &HashCheck{}
+	case opTagHashReport:
+		op.HashReport = &HashReport{Member: d.u(), Index: d.u(), Hash: d.u()}
+	case opTagAlarm:
+		a := &AlarmChange{Activate: d.bool()}
+		a.Alarm = Alarm{Member: d.u(), Type: AlarmType(d.byte())}
+		op.Alarm = a
 	case 0:
 	default:
 		d.fail()

@@ -19,4 +19,10 @@ var (
 	// or applier, or it is closing) and serves nothing more. A write may
 	// or may not have committed; the caller should go to another member.
 	ErrStopped = errors.New("core: member stopped")
+	// ErrCorrupt: a corruption check found this member's state (or, for
+	// an alarm on member 0, the cluster's) differing from its peers', and
+	// a CORRUPT alarm is active. The member refuses to answer from that
+	// state until the alarm is disarmed (etcd: "etcdserver: corrupt
+	// cluster"; ZooKeeper: ConnectionLoss).
+	ErrCorrupt = errors.New("core: corrupt member")
 )

@@ -14,6 +14,30 @@ type Op struct {
 	LeaseGrant  *LeaseGrant
 	LeaseRevoke *LeaseRevoke
 	Compact     *Compact
+	HashCheck   *HashCheck
+	HashReport  *HashReport
+	Alarm       *AlarmChange
+}
+
+// HashCheck marks a point in the log where every member hashes its state
+// (the state right after this entry) and reports the hash with a
+// HashReport. It changes nothing.
+type HashCheck struct{}
+
+// HashReport is one member's hash of its state right after the HashCheck
+// entry at Index. It changes nothing: members compare reports as they
+// apply them (see package server).
+type HashReport struct {
+	Member uint64
+	Index  uint64
+	Hash   uint64
+}
+
+// AlarmChange raises (Activate) or clears an alarm. Raising one that is
+// active, or clearing one that is not, changes nothing.
+type AlarmChange struct {
+	Activate bool
+	Alarm    Alarm
 }
 
 // LeaseGrant creates a lease (or a ZooKeeper session when Session is set).

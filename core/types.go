@@ -119,6 +119,37 @@ type Session struct {
 type Meta struct {
 	Rev        int64 // current revision; 1 on a brand-new store
 	CompactRev int64 // oldest revision still readable; 0 if never compacted
+	// Alarms are the active alarms, ordered by member then type. They are
+	// replicated so that every member lists the same ones.
+	Alarms []Alarm
+}
+
+// AlarmType says what an alarm is about. The values are etcd's AlarmType.
+type AlarmType uint8
+
+const (
+	AlarmNone    AlarmType = 0
+	AlarmNoSpace AlarmType = 1
+	// AlarmCorrupt: a corruption check found the member's state differing
+	// from the majority's at the same applied index.
+	AlarmCorrupt AlarmType = 2
+)
+
+func (t AlarmType) String() string {
+	switch t {
+	case AlarmNoSpace:
+		return "NOSPACE"
+	case AlarmCorrupt:
+		return "CORRUPT"
+	}
+	return "NONE"
+}
+
+// Alarm is one active alarm. Member 0 means the whole cluster (a check
+// that found no majority to trust).
+type Alarm struct {
+	Member uint64
+	Type   AlarmType
 }
 
 // Stat is ZooKeeper's view of a node's metadata, computed from a Node and its

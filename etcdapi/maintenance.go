@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"slices"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -64,9 +65,44 @@ func storageVersion(v string) string {
 	return fmt.Sprintf("%d.%d.0", major, minor)
 }
 
-// Alarm lists no alarms and accepts deactivation: Janus raises none.
+// Alarm lists, raises and clears alarms as etcd does: GET lists the active
+// ones of a type (NONE: all), ACTIVATE and DEACTIVATE go through the log so
+// that every member lists the same, and answer with the alarm they changed
+// (none if it was already so). Janus raises CORRUPT itself when a
+// corruption check finds a member's state differing from the majority's;
+// `etcdctl alarm disarm` clears it.
 func (m *maintenanceServer) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.AlarmResponse, error) {
-	return &pb.AlarmResponse{Header: m.s.header(m.s.currentRev())}, nil
+	want := core.Alarm{Member: r.MemberID, Type: core.AlarmType(r.Alarm)}
+	before := m.s.b.Alarms()
+	active := slices.Contains(before, want)
+	resp := &pb.AlarmResponse{}
+	switch r.Action {
+	case pb.AlarmRequest_GET:
+		for _, a := range before {
+			if r.Alarm == pb.AlarmType_NONE || a.Type == want.Type {
+				resp.Alarms = append(resp.Alarms, &pb.AlarmMember{MemberID: a.Member, Alarm: pb.AlarmType(a.Type)})
+			}
+		}
+	case pb.AlarmRequest_ACTIVATE, pb.AlarmRequest_DEACTIVATE:
+		activate := r.Action == pb.AlarmRequest_ACTIVATE
+		if r.Alarm != pb.AlarmType_NOSPACE && r.Alarm != pb.AlarmType_CORRUPT {
+			break // etcd changes nothing for an unknown alarm
+		}
+		res, err := m.s.b.Propose(ctx, &core.Op{Alarm: &core.AlarmChange{Activate: activate, Alarm: want}})
+		if err == nil {
+			err = res.Err
+		}
+		if err != nil {
+			return nil, grpcError(err)
+		}
+		if active != activate {
+			resp.Alarms = []*pb.AlarmMember{{MemberID: r.MemberID, Alarm: r.Alarm}}
+		}
+	default:
+		return nil, status.Error(codes.InvalidArgument, "etcdserver: unknown alarm action")
+	}
+	resp.Header = m.s.header(m.s.currentRev())
+	return resp, nil
 }
 
 // Defragment is accepted and does nothing: the store reclaims space on its

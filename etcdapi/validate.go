@@ -211,6 +211,8 @@ func grpcError(err error) error {
 		return rpctypes.ErrGRPCNoLeader
 	case errors.Is(err, core.ErrLeaderChanged):
 		return rpctypes.ErrGRPCLeaderChanged
+	case errors.Is(err, core.ErrCorrupt):
+		return rpctypes.ErrGRPCCorrupt
 	}
 	return status.Error(codes.Unknown, err.Error())
 }

@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/januskv/janus/core"
@@ -65,6 +67,17 @@ type MemberConfig struct {
 	// the apply as a failing disk would, and so stops the member. Tests
 	// use it to see what a stopped member looks like to clients.
 	ApplyFault func(index uint64) error
+
+	// CorruptCheckInterval is how often the leader starts a check that
+	// every member's state hashes alike at one log index (0: never).
+	// InitialCorruptCheck starts one when the member starts. See
+	// corruptChecker.
+	CorruptCheckInterval time.Duration
+	InitialCorruptCheck  bool
+
+	// tamper, set only by tests, rewrites entries before this member
+	// applies them: the way a test damages one replica.
+	tamper func(*core.Entry)
 }
 
 // ClientAddrs are the addresses a member serves clients on.
@@ -93,6 +106,10 @@ type Member struct {
 	hub   *core.Hub
 
 	roles roleTracker
+
+	// alarms are the active alarms of the current state (core.Meta).
+	alarms  atomic.Pointer[[]core.Alarm]
+	checker *corruptChecker
 
 	cancel context.CancelFunc
 	bg     sync.WaitGroup // role follower, lessor, retiring stores
@@ -143,9 +160,17 @@ func OpenMember(cfg MemberConfig) (*Member, error) {
 		return nil, err
 	}
 	m.state = ref
+	if err := m.loadAlarms(ref); err != nil {
+		ref.st.Close()
+		return nil, fmt.Errorf("server: load alarms: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m.cancel = cancel
+	m.checker = newCorruptChecker(ctx, m)
 	m.hub = core.NewHub(history{ref.st}, ref.st.Rev(), 0)
 	m.lessor = newLessor(cfg.Clock, cfg.MinLeaseTTL, m.proposeAsLeader, cfg.Logger.With("component", "lessor"))
 	if err := m.lessor.load(ref.st); err != nil {
+		cancel()
 		ref.st.Close()
 		return nil, fmt.Errorf("server: load leases: %w", err)
 	}
@@ -163,17 +188,21 @@ func OpenMember(cfg MemberConfig) (*Member, error) {
 		MaxDiffEntries:    cfg.MaxDiffEntries,
 	}, &stateMachine{m: m})
 	if err != nil {
+		cancel()
 		m.hub.Close()
 		ref.st.Close()
 		return nil, fmt.Errorf("server: open log: %w", err)
 	}
 	m.zab.SetLeaderHandler(m.serveLeaderCall)
-	ctx, cancel := context.WithCancel(context.Background())
-	m.cancel = cancel
-	m.bg.Add(1)
+	m.checker.running.Store(true)
+	m.bg.Add(2)
 	go func() {
 		defer m.bg.Done()
 		m.followRoles(ctx)
+	}()
+	go func() {
+		defer m.bg.Done()
+		m.checker.run()
 	}()
 	return m, nil
 }
@@ -183,6 +212,7 @@ func (m *Member) Close() error {
 	m.cancel()
 	errLog := m.zab.Close()
 	m.bg.Wait()
+	m.checker.wg.Wait()
 	m.mu.Lock()
 	hub, ref := m.hub, m.state
 	m.mu.Unlock()
@@ -224,6 +254,7 @@ func (s *stateMachine) ApplyWhen(entries []zab.Entry, durable func() error) ([]a
 			return nil, fmt.Errorf("server: apply entry %d: %w", entries[0].Index, err)
 		}
 	}
+	m := s.m
 	ces := make([]core.Entry, len(entries))
 	for i, e := range entries {
 		op, err := core.DecodeOp(e.Data)
@@ -231,17 +262,37 @@ func (s *stateMachine) ApplyWhen(entries []zab.Entry, durable func() error) ([]a
 			return nil, fmt.Errorf("server: entry %d: %w", e.Index, err)
 		}
 		ces[i] = core.Entry{Index: e.Index, Time: e.Time, Op: *op}
+		if m.cfg.tamper != nil {
+			m.cfg.tamper(&ces[i])
+		}
 	}
-	ref, hub := s.m.current()
-	results, batches, err := ref.st.ApplyWhen(ces, durable)
-	if err != nil {
-		return nil, err
-	}
-	hub.Publish(batches)
-	s.m.lessor.observe(ces, results)
-	out := make([]any, len(results))
-	for i, r := range results {
-		out[i] = r
+	// A HashCheck ends the store's group, so that the state right after
+	// it can be hashed exactly (see corruptChecker).
+	out := make([]any, 0, len(ces))
+	for len(ces) > 0 {
+		n := 1 + slices.IndexFunc(ces, func(e core.Entry) bool { return e.Op.HashCheck != nil })
+		if n == 0 {
+			n = len(ces)
+		}
+		seg := ces[:n]
+		ces = ces[n:]
+		ref, hub := m.current()
+		results, batches, err := ref.st.ApplyWhen(seg, durable)
+		if err != nil {
+			return nil, err
+		}
+		durable = nil // it covered every entry handed over
+		hub.Publish(batches)
+		m.lessor.observe(seg, results)
+		if slices.ContainsFunc(seg, func(e core.Entry) bool { return e.Op.Alarm != nil }) {
+			if err := m.loadAlarms(ref); err != nil {
+				return nil, fmt.Errorf("server: read alarms: %w", err)
+			}
+		}
+		m.checker.applied(ref, seg)
+		for _, r := range results {
+			out = append(out, r)
+		}
 	}
 	return out, nil
 }
@@ -289,6 +340,16 @@ func clusterErr(what string, err error) error {
 // leader and answers once it has applied the commit itself, so the caller
 // reads its own write on this member.
 func (m *Member) Propose(ctx context.Context, op *core.Op) (*core.Result, error) {
+	if op.Alarm == nil && m.Corrupt() {
+		return nil, fmt.Errorf("propose: %w", core.ErrCorrupt)
+	}
+	return m.propose(ctx, op)
+}
+
+// propose is Propose for the member's own ops (lease expiry, corruption
+// checks), which a member refusing clients still makes: they do not come
+// from its damaged state.
+func (m *Member) propose(ctx context.Context, op *core.Op) (*core.Result, error) {
 	r, err := m.zab.Propose(ctx, core.EncodeOp(op))
 	if err != nil {
 		return nil, clusterErr("propose", err)
@@ -313,6 +374,9 @@ func (m *Member) proposeAsLeader(ctx context.Context, epoch uint32, op *core.Op)
 func (m *Member) Read(ctx context.Context, rev int64) (core.ReadView, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if m.Corrupt() {
+		return nil, fmt.Errorf("read: %w", core.ErrCorrupt)
 	}
 	m.mu.RLock()
 	ref := m.state
@@ -351,6 +415,9 @@ func (v *view) Close() {
 // (the leader confirming with a quorum that it still leads) and waits
 // until this member has applied it.
 func (m *Member) Linearize(ctx context.Context) error {
+	if m.Corrupt() {
+		return fmt.Errorf("read index: %w", core.ErrCorrupt)
+	}
 	idx, err := m.zab.ReadIndex(ctx)
 	if err != nil {
 		return clusterErr("read index", err)
@@ -363,6 +430,9 @@ func (m *Member) Linearize(ctx context.Context) error {
 
 // Watch implements core.Backend.
 func (m *Member) Watch(rev int64) (*core.Subscription, error) {
+	if m.Corrupt() {
+		return nil, fmt.Errorf("watch: %w", core.ErrCorrupt)
+	}
 	_, hub := m.current()
 	return hub.Subscribe(rev)
 }
@@ -391,6 +461,7 @@ func (m *Member) Status() core.Status {
 		DBSize:       st.DBSize,
 		Members:      m.members(leader),
 		Err:          m.zab.Err(),
+		Alarms:       alarmNames(m.Alarms()),
 	}
 }
 

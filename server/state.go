@@ -109,6 +109,9 @@ func (s *stateMachine) Restore(r io.Reader) error {
 	m.state, m.hub = ref, hub
 	m.mu.Unlock()
 	oldHub.Close()
+	if err := m.loadAlarms(ref); err != nil {
+		return fmt.Errorf("server: reload alarms after restore: %w", err)
+	}
 	if err := m.lessor.reload(st); err != nil {
 		return fmt.Errorf("server: reload leases after restore: %w", err)
 	}

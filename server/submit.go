@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/januskv/janus/core"
 	"github.com/januskv/janus/zab"
@@ -10,6 +11,9 @@ import (
 // Submit implements core.Backend: the op's place in the log order is fixed
 // when Submit returns.
 func (m *Member) Submit(ctx context.Context, op *core.Op) (core.Pending, error) {
+	if op.Alarm == nil && m.Corrupt() {
+		return nil, fmt.Errorf("propose: %w", core.ErrCorrupt)
+	}
 	p, err := m.zab.Submit(ctx, core.EncodeOp(op))
 	if err != nil {
 		return nil, clusterErr("propose", err)

@@ -214,16 +214,30 @@ func (s *Server) connections() []*conn {
 // revision, logging the gap.
 func (s *Server) followEvents() {
 	backoff := 10 * time.Millisecond
+	corrupt := false
 	for s.ctx.Err() == nil {
 		err := s.followOnce()
 		if s.ctx.Err() != nil {
 			return
 		}
-		if errors.Is(err, core.ErrNoLeader) || errors.Is(err, core.ErrLeaderChanged) {
+		switch {
+		case errors.Is(err, core.ErrCorrupt):
+			// The member refuses to serve from a damaged state until its
+			// alarm is cleared. Accept connections meanwhile, so that
+			// four-letter words and admin commands answer (sessions are
+			// refused), and keep trying quietly.
+			s.markReady()
+			if !corrupt {
+				s.log.Warn("member is corrupt: serving no sessions until its alarm is cleared", "err", err)
+			}
+			corrupt = true
+		case errors.Is(err, core.ErrNoLeader) || errors.Is(err, core.ErrLeaderChanged):
 			// An ensemble between leaders: an ordinary state the loop
 			// waits out, not a failure.
+			corrupt = false
 			s.log.Info("watch event stream waits for a leader", "err", err)
-		} else {
+		default:
+			corrupt = false
 			s.log.Error("watch event stream ended; resubscribing", "err", err)
 		}
 		select {
@@ -251,11 +265,7 @@ func (s *Server) followOnce() error {
 	}
 	defer sub.Close()
 	s.watches.start(rev)
-	select {
-	case <-s.ready:
-	default:
-		close(s.ready)
-	}
+	s.markReady()
 	for {
 		select {
 		case re, ok := <-sub.Events():
@@ -267,6 +277,15 @@ func (s *Server) followOnce() error {
 		case <-s.ctx.Done():
 			return s.ctx.Err()
 		}
+	}
+}
+
+// markReady lets Serve accept connections. Only followEvents calls it.
+func (s *Server) markReady() {
+	select {
+	case <-s.ready:
+	default:
+		close(s.ready)
 	}
 }
 

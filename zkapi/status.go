@@ -1,6 +1,7 @@
 package zkapi
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -208,16 +209,24 @@ func (s *Server) envi() [][2]string {
 // mntr returns ZooKeeper's monitoring keys that Janus can answer, in the
 // order ZooKeeper 3.8 prints them, then Janus's own.
 func (s *Server) mntr() ([][2]string, error) {
+	// A member that refuses to serve because its state is corrupt still
+	// answers, without the counts it would read from that state, so that
+	// monitoring sees the alarm.
+	corrupt := false
 	nodes, ephemerals, _, size, err := s.treeCounts()
-	if err != nil {
-		return nil, err
+	var sessions int
+	if err == nil {
+		sessions, err = s.sessionCount()
 	}
-	sessions, err := s.sessionCount()
+	if errors.Is(err, core.ErrCorrupt) {
+		corrupt, err = true, nil
+	}
 	if err != nil {
 		return nil, err
 	}
 	_, paths, watches := s.watches.counts()
 	st := s.backend.Status()
+	alarms := s.backend.Alarms()
 	l := s.stats.latency.snapshot()
 	pairs := [][2]string{
 		{"zk_version", version},
@@ -235,6 +244,15 @@ func (s *Server) mntr() ([][2]string, error) {
 		{"zk_min_latency", fmt.Sprint(l.min)},
 		{"zk_approximate_data_size", fmt.Sprint(size)},
 	}
+	if corrupt {
+		pairs = slices.DeleteFunc(pairs, func(p [2]string) bool {
+			switch p[0] {
+			case "zk_ephemerals_count", "zk_znode_count", "zk_global_sessions", "zk_approximate_data_size":
+				return true
+			}
+			return false
+		})
+	}
 	if fds, err := os.ReadDir("/proc/self/fd"); err == nil {
 		pairs = append(pairs, [2]string{"zk_open_file_descriptor_count", fmt.Sprint(len(fds))})
 	}
@@ -244,5 +262,22 @@ func (s *Server) mntr() ([][2]string, error) {
 		[2]string{"zk_max_latency", fmt.Sprint(l.max)},
 		[2]string{"zk_watched_paths", fmt.Sprint(paths)},
 		[2]string{"zk_last_zxid", fmt.Sprintf("0x%x", st.Rev)},
+		// Janus's: the active alarms (etcd's alarm list), as a count
+		// monitoring can compare with 0 and as member:TYPE pairs.
+		[2]string{"janus_alarm_count", fmt.Sprint(len(alarms))},
+		[2]string{"janus_alarms", alarmList(alarms)},
 	), nil
+}
+
+// alarmList writes alarms as "member:TYPE" separated by commas, "none" for
+// none; member 0 is the whole cluster.
+func alarmList(alarms []core.Alarm) string {
+	if len(alarms) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(alarms))
+	for i, a := range alarms {
+		parts[i] = fmt.Sprintf("%d:%s", a.Member, a.Type)
+	}
+	return strings.Join(parts, ",")
 }
