@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,6 +34,9 @@ type Janus struct {
 	Member   *server.Member
 	Etcd     *etcdapi.Server
 	ZK       *zkapi.Server
+
+	close     func()
+	closeOnce sync.Once
 }
 
 // Options tune the member and the faces. The zero value suits most tests.
@@ -42,6 +46,9 @@ type Options struct {
 	// LeaseCheckInterval is how often the lessor looks for expired leases
 	// (default 20ms, so expiry tests do not wait on the check period).
 	LeaseCheckInterval time.Duration
+	// DataDir is the member's data directory (default a new t.TempDir):
+	// a test that restarts a member passes the same one again.
+	DataDir string
 }
 
 // Logger returns a logger that discards, unless JANUS_TEST_LOG is set, in
@@ -60,8 +67,11 @@ func Start(t testing.TB, opts Options) *Janus {
 	if opts.LeaseCheckInterval == 0 {
 		opts.LeaseCheckInterval = 20 * time.Millisecond
 	}
+	if opts.DataDir == "" {
+		opts.DataDir = t.TempDir()
+	}
 	log := Logger()
-	m, err := server.OpenMember(server.MemberConfig{DataDir: t.TempDir(), Logger: log, LeaseCheckInterval: opts.LeaseCheckInterval})
+	m, err := server.OpenMember(server.MemberConfig{DataDir: opts.DataDir, Logger: log, LeaseCheckInterval: opts.LeaseCheckInterval})
 	if err != nil {
 		t.Fatalf("janustest: open member: %v", err)
 	}
@@ -89,17 +99,24 @@ func Start(t testing.TB, opts Options) *Janus {
 	served := make(chan error, 2)
 	go func() { served <- j.Etcd.Serve(el) }()
 	go func() { served <- j.ZK.Serve(zl) }()
-	t.Cleanup(func() {
-		j.Etcd.Stop()
-		j.ZK.Close()
-		<-served
-		<-served
-		if err := m.Close(); err != nil {
-			t.Errorf("janustest: close member: %v", err)
-		}
-	})
+	j.close = func() {
+		j.closeOnce.Do(func() {
+			j.Etcd.Stop()
+			j.ZK.Close()
+			<-served
+			<-served
+			if err := m.Close(); err != nil {
+				t.Errorf("janustest: close member: %v", err)
+			}
+		})
+	}
+	t.Cleanup(j.close)
 	return j
 }
+
+// Close stops the faces and closes the member, as the end of the test
+// would; a test that restarts the member on its DataDir calls it first.
+func (j *Janus) Close() { j.close() }
 
 // EtcdClient returns a clientv3 client of j's etcd face, closed when the test ends.
 func (j *Janus) EtcdClient(t testing.TB) *clientv3.Client {
