@@ -39,7 +39,10 @@ func FuzzApplyLimits(f *testing.F) {
 		}
 		f.Add(seed)
 	}
-	s, err := Open(Config{Dir: f.TempDir(), MemTableSize: 1 << 20, BlockCacheSize: 1 << 20})
+	// A memtable of 4 MiB: small enough that long keys and values near the
+	// LSM threshold meet Badger's transaction limit, big enough that
+	// memtable flushes do not stall every other write.
+	s, err := Open(Config{Dir: f.TempDir(), MemTableSize: 4 << 20, BlockCacheSize: 1 << 20})
 	if err != nil {
 		f.Fatal(err)
 	}
