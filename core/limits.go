@@ -137,12 +137,30 @@ func nodeRecordBytes(n *Node) int {
 // entry had already rewritten without an event (an ACL change, listed in
 // silent).
 func eventRecordBytes(events []Event, silent map[string]bool) int {
+	// First a bound that needs no maps, as if every put were written over
+	// and every Prev of a silently rewritten key were inlined: for nearly
+	// every entry it is far below the limit already.
+	n := 32
+	for i := range events {
+		ev := &events[i]
+		key := eventKey(ev)
+		n += 16 + len(key)
+		if ev.Type == EventPut {
+			n += nodeRecordBytes(ev.Node)
+		}
+		if (ev.Implicit && ev.Type == EventDelete) || silent[string(key)] {
+			n += nodeRecordBytes(ev.Prev)
+		}
+	}
+	if n <= MaxRecordBytes {
+		return n
+	}
 	last := make(map[string]int, len(events))
 	for i := range events {
 		last[string(eventKey(&events[i]))] = i
 	}
 	seen := make(map[string]bool, len(events))
-	n := 32
+	n = 32
 	for i := range events {
 		ev := &events[i]
 		key := eventKey(ev)

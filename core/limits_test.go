@@ -164,3 +164,21 @@ func TestEventRecordLimit(t *testing.T) {
 		t.Fatalf("delete of the rest: %v", res.Err)
 	}
 }
+
+// TestEventRecordBoundIsNotTheNodes checks that the event record limit
+// counts what the store keeps: the nodes of puts are read back from their
+// own records, so a Txn whose keys fit one event record applies however
+// large its values are in total.
+func TestEventRecordBoundIsNotTheNodes(t *testing.T) {
+	var ops []core.TxnOp
+	total := 0
+	for i := 0; total < core.MaxRecordBytes*3/2; i++ {
+		k := append(fmt.Appendf(nil, "big/%04d/", i), bytes.Repeat([]byte("k"), 60000)...)
+		ops = append(ops, core.TxnOp{Kind: core.OpPut, Key: k, Value: make([]byte, 60000)})
+		total += 2 * 60000
+	}
+	res, _, err := core.NewMemState().ApplyEntry(&core.Entry{Index: 1, Time: 1, Op: limitTxn(ops...)})
+	if err != nil || res.Err != nil {
+		t.Fatalf("%d puts of %d bytes of keys and values: %v %v", len(ops), total, err, res.Err)
+	}
+}
