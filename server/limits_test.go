@@ -110,6 +110,16 @@ func TestNoRequestStopsAMember(t *testing.T) {
 	if _, err := cli.Put(ctx, longKey(core.MaxKeyBytes), "v"); err != nil {
 		t.Fatalf("put of a key of MaxKeyBytes: %v", err)
 	}
+	// Reads and deletes of longer keys store nothing: they find nothing.
+	if got, err := cli.Get(ctx, longKey(70000)); err != nil || len(got.Kvs) != 0 {
+		t.Fatalf("get of a 70,000-byte key: %v %v", got, err)
+	}
+	if got, err := cli.Delete(ctx, longKey(70000)); err != nil || got.Deleted != 0 {
+		t.Fatalf("delete of a 70,000-byte key: %v %v", got, err)
+	}
+	if ok, _, err := zc.Exists(longPath(70000)); err != nil || ok {
+		t.Fatalf("exists of a 70,000-byte path: %v %v", ok, err)
+	}
 	// The longest key in a Txn etcd would take (the key only in the branch
 	// that does not run) is refused too: the entry must apply either way.
 	long := clientv3.OpPut(longKey(70000), "v")
