@@ -52,7 +52,7 @@ func Apply(ov *Overlay, e *Entry) (*Result, *Batch, error) {
 	if a.changed {
 		a.meta.Rev = a.rev
 		b.Rev, b.Changed = a.rev, true
-		b.Events = a.events
+		b.Events, b.EventBytes = a.events, a.eventBytes
 	}
 	if a.changed || a.compactTo != 0 {
 		ov.putMeta(a.meta)
@@ -83,15 +83,19 @@ type applier struct {
 	// tooLarge is set when a node the entry writes would not fit a
 	// stored record; silent holds the keys it rewrote without an event
 	// (ACL changes). checkStored reads both.
-	tooLarge bool
-	silent   map[string]bool
+	tooLarge   bool
+	silent     map[string]bool
+	eventBytes int
 }
 
 // checkStored refuses, after the fact, an entry whose writes the store
 // could not keep: a node record or the revision's event record over
 // MaxRecordBytes. Apply rolls the entry back, as for any refusal.
 func (a *applier) checkStored(res *Result) *Result {
-	if a.tooLarge || (a.changed && eventRecordBytes(a.events, a.silent) > MaxRecordBytes) {
+	if a.changed {
+		a.eventBytes = eventRecordBytes(a.events, a.silent)
+	}
+	if a.tooLarge || a.eventBytes > MaxRecordBytes {
 		return &Result{Err: errCode(CodeTooLarge, nil)}
 	}
 	return res

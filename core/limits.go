@@ -133,48 +133,36 @@ func nodeRecordBytes(n *Node) int {
 // events (see the store's events.go): per event a flag byte, the key and
 // its length, and the nodes replay could not read back, which are inlined.
 // Those are the Node of a put the same entry writes over again, the Prev of
-// an implicit parent's removal, and the Prev of the first event on a key the
-// entry had already rewritten without an event (an ACL change, listed in
-// silent).
+// an implicit parent's removal, and, for a key the entry rewrote without an
+// event (an ACL change, listed in silent), any event's Node and Prev.
 func eventRecordBytes(events []Event, silent map[string]bool) int {
-	// First a bound that needs no maps, as if every put were written over
-	// and every Prev of a silently rewritten key were inlined: for nearly
-	// every entry it is far below the limit already.
-	n := 32
-	for i := range events {
-		ev := &events[i]
-		key := eventKey(ev)
-		n += 16 + len(key)
-		if ev.Type == EventPut {
-			n += nodeRecordBytes(ev.Node)
-		}
-		if (ev.Implicit && ev.Type == EventDelete) || silent[string(key)] {
-			n += nodeRecordBytes(ev.Prev)
-		}
-	}
-	if n <= MaxRecordBytes {
+	// First a bound that needs no map, as if every put were written over
+	// again: for nearly every entry it is far below the limit already.
+	if n := eventBytes(events, silent, nil); n <= MaxRecordBytes {
 		return n
 	}
 	last := make(map[string]int, len(events))
 	for i := range events {
 		last[string(eventKey(&events[i]))] = i
 	}
-	seen := make(map[string]bool, len(events))
-	n = 32
+	return eventBytes(events, silent, last)
+}
+
+// eventBytes is eventRecordBytes with the position of each key's last
+// event (nil: count every put's Node).
+func eventBytes(events []Event, silent map[string]bool, last map[string]int) int {
+	n := 32
 	for i := range events {
 		ev := &events[i]
 		key := eventKey(ev)
+		rewritten := silent[string(key)]
 		n += 16 + len(key)
-		if ev.Type == EventPut && last[string(key)] != i {
+		if ev.Type == EventPut && (last == nil || last[string(key)] != i || rewritten) {
 			n += nodeRecordBytes(ev.Node)
 		}
-		if ev.Implicit && ev.Type == EventDelete {
+		if (ev.Implicit && ev.Type == EventDelete) || rewritten {
 			n += nodeRecordBytes(ev.Prev)
 		}
-		if !seen[string(key)] && silent[string(key)] {
-			n += nodeRecordBytes(ev.Prev)
-		}
-		seen[string(key)] = true
 	}
 	return n
 }

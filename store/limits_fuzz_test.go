@@ -57,9 +57,18 @@ func FuzzApplyLimits(f *testing.F) {
 		if err != nil {
 			t.Fatalf("core.Apply failed on %s: %v", describe(&e.Op), err)
 		}
-		got, _, err := s.Apply([]core.Entry{e})
+		got, batches, err := s.Apply([]core.Entry{e})
 		if err != nil {
 			t.Fatalf("store.Apply failed on %s: %v", describe(&e.Op), err)
+		}
+		if b := batches[0]; b.Changed {
+			// Apply's bound of the event record holds.
+			r := reader{s.db.NewTransactionAt(b.Index, false)}
+			rec, err := r.get(eventKey(b.Rev))
+			r.txn.Discard()
+			if err != nil || len(rec) > b.EventBytes {
+				t.Fatalf("%s: event record of %d bytes, Apply bounded it by %d (%v)", describe(&e.Op), len(rec), b.EventBytes, err)
+			}
 		}
 		if core.CodeOf(got[0].Err) != core.CodeOf(want.Err) || got[0].Rev != want.Rev {
 			t.Fatalf("%s: store answered %v at %d, core %v at %d", describe(&e.Op), got[0].Err, got[0].Rev, want.Err, want.Rev)
