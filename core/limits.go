@@ -1,5 +1,7 @@
 package core
 
+import "bytes"
+
 // Storage limits. Everything Apply writes must fit the store, or applying a
 // committed entry would fail on every member alike and stop the cluster. So
 // the faces check each request with CheckOp before proposing it, answering
@@ -136,28 +138,31 @@ func nodeRecordBytes(n *Node) int {
 // an implicit parent's removal, and, for a key the entry rewrote without an
 // event (an ACL change, listed in silent), any event's Node and Prev.
 func eventRecordBytes(events []Event, silent map[string]bool) int {
-	// First a bound that needs no map, as if every put were written over
-	// again: for nearly every entry it is far below the limit already.
-	if n := eventBytes(events, silent, nil); n <= MaxRecordBytes {
-		return n
+	// rewrittenLater reports whether an event after the i-th changes the
+	// same key: a scan for the few events of most entries, a map for more.
+	rewrittenLater := func(i int) bool {
+		key := eventKey(&events[i])
+		for j := i + 1; j < len(events); j++ {
+			if bytes.Equal(eventKey(&events[j]), key) {
+				return true
+			}
+		}
+		return false
 	}
-	last := make(map[string]int, len(events))
-	for i := range events {
-		last[string(eventKey(&events[i]))] = i
+	if len(events) > 8 {
+		last := make(map[string]int, len(events))
+		for i := range events {
+			last[string(eventKey(&events[i]))] = i
+		}
+		rewrittenLater = func(i int) bool { return last[string(eventKey(&events[i]))] != i }
 	}
-	return eventBytes(events, silent, last)
-}
-
-// eventBytes is eventRecordBytes with the position of each key's last
-// event (nil: count every put's Node).
-func eventBytes(events []Event, silent map[string]bool, last map[string]int) int {
 	n := 32
 	for i := range events {
 		ev := &events[i]
 		key := eventKey(ev)
 		rewritten := silent[string(key)]
 		n += 16 + len(key)
-		if ev.Type == EventPut && (last == nil || last[string(key)] != i || rewritten) {
+		if ev.Type == EventPut && (rewritten || rewrittenLater(i)) {
 			n += nodeRecordBytes(ev.Node)
 		}
 		if (ev.Implicit && ev.Type == EventDelete) || rewritten {

@@ -126,3 +126,47 @@ func TestLongestKeysApply(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestEventBytesBoundsTheRecord applies the entries whose event records
+// inline nodes (a key written twice, an ACL change before or after a write
+// in the same multi, an implicit parent removed) over a node with a large
+// value, and checks each record against Apply's bound.
+func TestEventBytesBoundsTheRecord(t *testing.T) {
+	s, err := Open(Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	acl := []core.ACL{{Perms: core.PermAll, ID: core.ID{Scheme: "world", ID: "anyone"}}}
+	big := make([]byte, 512<<10)
+	txn := func(ops ...core.TxnOp) core.Op { return core.Op{Txn: &core.Txn{Success: ops}} }
+	setData := func(p string, v []byte) core.TxnOp {
+		return core.TxnOp{Kind: core.OpSetData, Key: []byte(p), Value: v, ExpectedVersion: -1}
+	}
+	setACL := func(p string) core.TxnOp {
+		return core.TxnOp{Kind: core.OpSetACL, Key: []byte(p), ACL: acl, ExpectedVersion: -1}
+	}
+	ops := []core.Op{
+		txn(core.TxnOp{Kind: core.OpPut, Key: []byte("/a/b/c"), Value: big}),
+		txn(core.TxnOp{Kind: core.OpPut, Key: []byte("/a"), Value: big}),
+		txn(setACL("/a"), setData("/a", []byte("x"))),
+		txn(setData("/a", big), setACL("/a")),
+		txn(setData("/a", big), setACL("/a"), setData("/a", []byte("y")), setACL("/a"), setData("/a", big)),
+		txn(setACL("/a/b/c"), core.TxnOp{Kind: core.OpDelete, Key: []byte("/a/b/c"), ExpectedVersion: -1}),
+		txn(core.TxnOp{Kind: core.OpPut, Key: []byte("k"), Value: big}, core.TxnOp{Kind: core.OpDeleteRange, Key: []byte("k")},
+			core.TxnOp{Kind: core.OpPut, Key: []byte("k"), Value: big}),
+	}
+	for i, op := range ops {
+		res, batches, err := s.Apply([]core.Entry{{Index: uint64(i + 1), Time: 1, Op: op}})
+		if err != nil || res[0].Err != nil {
+			t.Fatalf("entry %d: %v %v", i, err, res[0].Err)
+		}
+		b := batches[0]
+		r := reader{s.db.NewTransactionAt(b.Index, false)}
+		rec, err := r.get(eventKey(b.Rev))
+		r.txn.Discard()
+		if err != nil || len(rec) > b.EventBytes {
+			t.Errorf("entry %d: event record of %d bytes, Apply bounded it by %d (%v)", i, len(rec), b.EventBytes, err)
+		}
+	}
+}
