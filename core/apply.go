@@ -10,8 +10,10 @@ import (
 
 // Apply applies one entry on top of ov and returns the proposer's answer and
 // the entry's Batch. The result's Err is a deterministic refusal (nothing was
-// written); a returned error means the state could not be read and the
-// replica must stop rather than diverge.
+// written), which is also the answer to an op over a storage limit (see
+// limits.go): what a client sent never makes Apply fail. A returned error
+// means the state could not be read and the replica must stop rather than
+// diverge.
 func Apply(ov *Overlay, e *Entry) (*Result, *Batch, error) {
 	meta, err := ov.Meta()
 	if err != nil {
@@ -19,7 +21,12 @@ func Apply(ov *Overlay, e *Entry) (*Result, *Batch, error) {
 	}
 	a := &applier{ov: ov, entry: e, meta: meta, rev: meta.Rev + 1}
 	var res *Result
+	// The faces refuse ops over a storage limit before proposing them;
+	// one in the log anyway is refused here alike on every member.
+	refused := CheckOp(&e.Op)
 	switch op := e.Op; {
+	case refused != nil:
+		res = &Result{Err: refused}
 	case op.Txn != nil:
 		res, err = a.txn(op.Txn)
 	case op.LeaseGrant != nil:
@@ -39,6 +46,9 @@ func Apply(ov *Overlay, e *Entry) (*Result, *Batch, error) {
 		ov.Rollback()
 		return nil, nil, err
 	}
+	if res.Err == nil {
+		res = a.checkStored(res)
+	}
 	b := &Batch{Index: e.Index, Time: e.Time, Rev: meta.Rev}
 	if res.Err != nil {
 		ov.Rollback()
@@ -48,7 +58,7 @@ func Apply(ov *Overlay, e *Entry) (*Result, *Batch, error) {
 	if a.changed {
 		a.meta.Rev = a.rev
 		b.Rev, b.Changed = a.rev, true
-		b.Events = a.events
+		b.Events, b.EventBytes = a.events, a.eventBytes
 	}
 	if a.changed || a.compactTo != 0 || a.metaChanged {
 		ov.putMeta(a.meta)
@@ -78,6 +88,33 @@ type applier struct {
 	top      *Txn
 	topOK    bool
 	branches map[*Txn]bool
+	// tooLarge is set when a node the entry writes would not fit a
+	// stored record; silent holds the keys it rewrote without an event
+	// (ACL changes). checkStored reads both.
+	tooLarge   bool
+	silent     map[string]bool
+	eventBytes int
+}
+
+// checkStored refuses, after the fact, an entry whose writes the store
+// could not keep: a node record or the revision's event record over
+// MaxRecordBytes. Apply rolls the entry back, as for any refusal.
+func (a *applier) checkStored(res *Result) *Result {
+	if a.changed {
+		a.eventBytes = eventRecordBytes(a.events, a.silent)
+	}
+	if a.tooLarge || a.eventBytes > MaxRecordBytes {
+		return &Result{Err: errCode(CodeTooLarge, nil)}
+	}
+	return res
+}
+
+// putNode stores n, noting a record too large to keep.
+func (a *applier) putNode(n *Node) {
+	if nodeRecordBytes(n) > MaxRecordBytes {
+		a.tooLarge = true
+	}
+	a.ov.putNode(n.Key, n)
 }
 
 func (a *applier) setBranch(t *Txn, ok bool) {
@@ -364,7 +401,7 @@ func (a *applier) writeNode(prev, n *Node) error {
 			}
 		}
 	}
-	a.ov.putNode(n.Key, n)
+	a.putNode(n)
 	a.events = append(a.events, Event{Type: EventPut, Node: n, Prev: prev, WasImplicit: wasImplicit})
 	return nil
 }
@@ -695,7 +732,13 @@ func (a *applier) setACL(op *TxnOp, auth []ID) (OpResult, error, error) {
 			return OpResult{}, nil, err
 		}
 	} else {
-		a.ov.putNode(nn.Key, nn)
+		// No event: the next event on the key carries this node as
+		// its Prev, which the store must then keep inline.
+		a.putNode(nn)
+		if a.silent == nil {
+			a.silent = map[string]bool{}
+		}
+		a.silent[string(nn.Key)] = true
 	}
 	return OpResult{Kind: OpSetACL, Node: nn, Dir: d}, nil, nil
 }

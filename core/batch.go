@@ -77,4 +77,7 @@ type Batch struct {
 	Compact int64
 	// Events in op order; all at Rev.
 	Events []Event
+	// EventBytes bounds the size of the event record the store keeps for
+	// Events; Apply refuses an entry for which it passes MaxRecordBytes.
+	EventBytes int
 }

@@ -363,6 +363,21 @@ func EncodeOp(op *Op) []byte {
 	return e.b
 }
 
+// LogEntry decodes a logged op into the Entry Apply takes. A record that
+// does not decode is no reason to stop a member: every member reads the
+// same bytes, so each turns them into the empty Op, which Apply refuses
+// (CodeBadArguments) alike. The decode error is returned with the Entry for
+// the caller to log.
+func LogEntry(index uint64, time int64, data []byte) (Entry, error) {
+	e := Entry{Index: index, Time: time}
+	op, err := DecodeOp(data)
+	if err != nil {
+		return e, err
+	}
+	e.Op = *op
+	return e, nil
+}
+
 // DecodeOp decodes the log form of an op.
 func DecodeOp(b []byte) (*Op, error) {
 	d := decoder{b: b}
@@ -370,7 +385,7 @@ func DecodeOp(b []byte) (*Op, error) {
 	op := &Op{}
 	switch d.byte() {
 	case opTagTxn:
-		op.Txn = d.txn(0)
+		op.Txn = d.txn(1)
 	case opTagLeaseGrant:
 		g := &LeaseGrant{ID: d.i(), TTL: d.i()}
 		if d.bool() {
@@ -422,11 +437,10 @@ func (e *encoder) txn(t *Txn) {
 	}
 }
 
-// maxTxnDepth bounds nesting so a hostile log record cannot exhaust the stack.
-const maxTxnDepth = 64
-
+// txn decodes a Txn nested depth deep (the outermost is 1). Nesting over
+// MaxTxnDepth is refused, so a hostile record cannot exhaust the stack.
 func (d *decoder) txn(depth int) *Txn {
-	if depth > maxTxnDepth {
+	if depth > MaxTxnDepth {
 		d.fail()
 		return &Txn{}
 	}

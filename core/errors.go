@@ -22,6 +22,11 @@ const (
 	CodeCompacted
 	CodeFutureRev
 	CodeSessionExpired // ephemeral create for a session that does not exist
+	// Storage limits (see limits.go): the op could not be stored whatever
+	// the state, or the state it would leave could not.
+	CodeKeyTooLong // a key or path over MaxKeyBytes
+	CodeTooLarge   // a record over MaxRecordBytes
+	CodeTooDeep    // Txns nested over MaxTxnDepth
 )
 
 var codeNames = [...]string{
@@ -40,6 +45,9 @@ var codeNames = [...]string{
 	CodeCompacted:               "revision has been compacted",
 	CodeFutureRev:               "revision is a future revision",
 	CodeSessionExpired:          "session expired",
+	CodeKeyTooLong:              "key is too long",
+	CodeTooLarge:                "request is too large",
+	CodeTooDeep:                 "transactions nested too deeply",
 }
 
 func (c Code) String() string {

@@ -23,6 +23,12 @@ func TestGRPCErrorMapsBackendErrors(t *testing.T) {
 		{core.ErrFutureRev, rpctypes.ErrGRPCFutureRev},
 		{&core.Error{Code: core.CodeLeaseNotFound}, rpctypes.ErrGRPCLeaseNotFound},
 		{fmt.Errorf("read: %w", context.DeadlineExceeded), rpctypes.ErrGRPCDeadlineExceeded},
+		// Storage limits: all InvalidArgument, as etcd's own are.
+		{&core.Error{Code: core.CodeKeyTooLong}, errGRPCKeyTooLong},
+		{&core.Error{Code: core.CodeTooLarge}, rpctypes.ErrGRPCRequestTooLarge},
+		{fmt.Errorf("propose: %w: entry too large", &core.Error{Code: core.CodeTooLarge}), rpctypes.ErrGRPCRequestTooLarge},
+		{&core.Error{Code: core.CodeTooDeep}, rpctypes.ErrGRPCTooManyOps},
+		{&core.Error{Code: core.CodeBadArguments}, errGRPCBadRequest},
 	}
 	for _, c := range cases {
 		if got := grpcError(c.err); got != c.want {

@@ -172,7 +172,11 @@ func (k *kvServer) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.Co
 }
 
 // propose orders op through the log and turns a refusal into etcd's error.
+// An op over a storage limit is refused before it is proposed.
 func (s *Server) propose(ctx context.Context, op *core.Op) (*core.Result, error) {
+	if err := core.CheckOp(op); err != nil {
+		return nil, grpcError(err)
+	}
 	res, err := s.b.Propose(ctx, op)
 	if err != nil {
 		return nil, grpcError(err)

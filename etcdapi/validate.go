@@ -3,6 +3,7 @@ package etcdapi
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -174,6 +175,13 @@ func checkDuplicates(ops []*pb.RequestOp) (map[string]struct{}, intervals, error
 	return puts, dels, nil
 }
 
+// Janus's own refusals, for limits etcd does not have, worded as etcd's.
+var (
+	errGRPCKeyTooLong = status.Error(codes.InvalidArgument,
+		fmt.Sprintf("etcdserver: key is too long (Janus stores keys of up to %d bytes)", core.MaxKeyBytes))
+	errGRPCBadRequest = status.Error(codes.InvalidArgument, "etcdserver: malformed request")
+)
+
 // grpcError maps an error from the backend to the etcd error clients
 // expect.
 func grpcError(err error) error {
@@ -199,6 +207,17 @@ func grpcError(err error) error {
 		return rpctypes.ErrGRPCLeaseExist
 	case core.CodeKeyNotFound:
 		return rpctypes.ErrGRPCKeyNotFound
+	case core.CodeKeyTooLong:
+		// etcd itself takes any key a request can carry; Janus's
+		// store cannot, and says so in etcd's style.
+		return errGRPCKeyTooLong
+	case core.CodeTooLarge:
+		return rpctypes.ErrGRPCRequestTooLarge
+	case core.CodeTooDeep:
+		// etcd bounds nesting only through max-txn-ops.
+		return rpctypes.ErrGRPCTooManyOps
+	case core.CodeBadArguments:
+		return errGRPCBadRequest
 	}
 	switch {
 	case errors.Is(err, context.Canceled):

@@ -114,9 +114,7 @@ func Open(cfg Config) (*Store, error) {
 		// its own figures instead.
 		WithMetricsEnabled(false).
 		WithMemTableSize(memTable).
-		// Badger requires a value kept in the LSM tree to fit a write batch
-		// (15% of a memtable); bigger values go to the value log.
-		WithValueThreshold(min(1<<20, memTable/10)).
+		WithValueThreshold(valueThreshold(memTable)).
 		// Each memtable is an arena of its full size on the Go heap; writes
 		// stall when this many wait to be flushed. Two saved one arena at
 		// the peak of a bulk load but leave a single flush between a full
@@ -124,7 +122,7 @@ func Open(cfg Config) (*Store, error) {
 		// from on a busy machine.
 		WithNumMemtables(3).
 		WithBlockCacheSize(pick(cfg.BlockCacheSize, defaultBlockCacheSize)).
-		WithValueLogFileSize(64 << 20).
+		WithValueLogFileSize(valueLogFileSize).
 		// Two is the fewest Badger allows (zero stops compaction).
 		WithNumCompactors(2).
 		WithNumGoroutines(2).
@@ -152,6 +150,23 @@ func Open(cfg Config) (*Store, error) {
 	}
 	return s, nil
 }
+
+// valueLogFileSize is the size of Badger's value log files, and so the
+// largest value Badger stores: core.MaxRecordBytes stays below it.
+const valueLogFileSize = 64 << 20
+
+// valueThreshold is the size from which a value goes to the value log
+// rather than the LSM tree. Badger refuses, for good, a record that does not
+// fit a write batch (15% of a memtable) with its key and value: so the
+// threshold leaves room for the longest key the store builds
+// (core.MaxKeyBytes and its prefix), whatever the memtable size.
+func valueThreshold(memTable int64) int64 {
+	const keyRoom = 65000 + 64 // Badger's key limit, its version and metas
+	return max(1, min(1<<20, memTable/10, maxBatchBytes(memTable)-keyRoom))
+}
+
+// maxBatchBytes is Badger's bound on one transaction (db.go).
+func maxBatchBytes(memTable int64) int64 { return 15 * memTable / 100 }
 
 func pick(v, def int64) int64 {
 	if v > 0 {

@@ -32,7 +32,9 @@ func codeOf(err error) jute.Code {
 		return jute.CodeNoAuth
 	case core.CodeInvalidACL:
 		return jute.CodeInvalidACL
-	case core.CodeBadArguments:
+	case core.CodeBadArguments, core.CodeKeyTooLong, core.CodeTooLarge, core.CodeTooDeep:
+		// Janus's storage limits have no code of their own in
+		// ZooKeeper; a path it cannot take is a bad argument.
 		return jute.CodeBadArguments
 	case core.CodeSessionExpired, core.CodeLeaseNotFound:
 		return jute.CodeSessionExpired

@@ -166,8 +166,22 @@ func specialPath(p string) bool {
 }
 
 // prepareWrite validates a write request as ZooKeeper's PrepRequestProcessor
-// does before it touches the tree, and translates it into a core op.
+// does before it touches the tree, and translates it into a core op. An op
+// Janus could not store (a path over core.MaxKeyBytes, which ZooKeeper
+// itself would take) gets BadArguments, ZooKeeper's answer to a bad path.
 func (c *conn) prepareWrite(op jute.OpCode, rec jute.Record, ids []core.ID) (core.TxnOp, jute.Code) {
+	top, code := c.translateWrite(op, rec, ids)
+	if code == jute.CodeOk {
+		if err := core.CheckOp(&core.Op{Txn: &core.Txn{Success: []core.TxnOp{top}}}); err != nil {
+			c.log.Info("refusing write over a storage limit", "op", op, "err", err)
+			return core.TxnOp{}, codeOf(err)
+		}
+	}
+	return top, code
+}
+
+// translateWrite does prepareWrite's checks that ZooKeeper does too.
+func (c *conn) translateWrite(op jute.OpCode, rec jute.Record, ids []core.ID) (core.TxnOp, jute.Code) {
 	switch r := rec.(type) {
 	case *jute.CreateRequest:
 		return c.prepareCreate(op, r.Path, r.Data, r.ACL, r.Flags, -1, ids)

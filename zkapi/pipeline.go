@@ -172,6 +172,12 @@ func (c *conn) submit(req *request, op *core.Op, result func(*core.Result) reply
 		}
 	}
 	p, err := c.srv.backend.Submit(c.ctx, op)
+	if isRefusal(err) {
+		// Refused before it was logged (too large for the log).
+		c.log.Info("request refused", "op", req.op, "err", err)
+		req.answer = c.refusal(codeOf(err))
+		return true
+	}
 	if err != nil {
 		if c.ctx.Err() == nil {
 			c.log.Warn("closing connection: request failed", "op", req.op, "err", fmt.Errorf("%w: %w", errBackend, err))

@@ -11,6 +11,7 @@ package janustest
 import (
 	"context"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,6 +32,9 @@ type Janus struct {
 	Member   *server.Member
 	Etcd     *etcdapi.Server
 	ZK       *zkapi.Server
+
+	close     func()
+	closeOnce sync.Once
 }
 
 // Options tune the member and the faces. The zero value suits most tests.
@@ -43,6 +47,9 @@ type Options struct {
 	// ExpectErrors is set by a test that makes the member log at ERROR on
 	// purpose; any other ERROR record fails the test (see testlog).
 	ExpectErrors bool
+	// DataDir is the member's data directory (default a new t.TempDir):
+	// a test that restarts a member passes the same one again.
+	DataDir string
 }
 
 // Start opens a member in t.TempDir and serves both faces until the test
@@ -52,12 +59,15 @@ func Start(t testing.TB, opts Options) *Janus {
 	if opts.LeaseCheckInterval == 0 {
 		opts.LeaseCheckInterval = 20 * time.Millisecond
 	}
+	if opts.DataDir == "" {
+		opts.DataDir = t.TempDir()
+	}
 	var logOpts []testlog.Option
 	if opts.ExpectErrors {
 		logOpts = append(logOpts, testlog.ExpectErrors())
 	}
 	log := testlog.New(t, logOpts...)
-	m, err := server.OpenMember(server.MemberConfig{DataDir: t.TempDir(), Logger: log, LeaseCheckInterval: opts.LeaseCheckInterval})
+	m, err := server.OpenMember(server.MemberConfig{DataDir: opts.DataDir, Logger: log, LeaseCheckInterval: opts.LeaseCheckInterval})
 	if err != nil {
 		t.Fatalf("janustest: open member: %v", err)
 	}
@@ -85,17 +95,24 @@ func Start(t testing.TB, opts Options) *Janus {
 	served := make(chan error, 2)
 	go func() { served <- j.Etcd.Serve(el) }()
 	go func() { served <- j.ZK.Serve(zl) }()
-	t.Cleanup(func() {
-		j.Etcd.Stop()
-		j.ZK.Close()
-		<-served
-		<-served
-		if err := m.Close(); err != nil {
-			t.Errorf("janustest: close member: %v", err)
-		}
-	})
+	j.close = func() {
+		j.closeOnce.Do(func() {
+			j.Etcd.Stop()
+			j.ZK.Close()
+			<-served
+			<-served
+			if err := m.Close(); err != nil {
+				t.Errorf("janustest: close member: %v", err)
+			}
+		})
+	}
+	t.Cleanup(j.close)
 	return j
 }
+
+// Close stops the faces and closes the member, as the end of the test
+// would; a test that restarts the member on its DataDir calls it first.
+func (j *Janus) Close() { j.close() }
 
 // EtcdClient returns a clientv3 client of j's etcd face, closed when the test ends.
 func (j *Janus) EtcdClient(t testing.TB) *clientv3.Client {
