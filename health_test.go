@@ -39,6 +39,9 @@ type healthWant struct {
 	grpc       healthpb.HealthCheckResponse_ServingStatus
 	ruok       string
 	srvr       string // a prefix of srvr's answer (stat and mntr say the same when not serving)
+	// mntrServes: mntr answers although srvr does not (a running member
+	// that a CORRUPT alarm names still reports its alarm to monitoring).
+	mntrServes bool
 	isro       string
 	etcdPutErr error // what a put through the etcd face fails with (nil: it succeeds)
 }
@@ -108,7 +111,7 @@ func TestHealthTellsTheTruth(t *testing.T) {
 			health: 503, healthBody: `{"health":"false","reason":"ALARM CORRUPT"}` + "\n",
 			serialBody: `{"health":"false","reason":"ALARM CORRUPT"}` + "\n",
 			livez:      200, readyz: 503, readyzBody: "[-]data_corruption failed: alarm activated: CORRUPT\n",
-			grpc: healthpb.HealthCheckResponse_NOT_SERVING, ruok: "", srvr: zkNotServing, isro: "null",
+			grpc: healthpb.HealthCheckResponse_NOT_SERVING, ruok: "", srvr: zkNotServing, mntrServes: true, isro: "null",
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -198,7 +201,7 @@ func checkHealth(t *testing.T, a Addrs, want healthWant) {
 	}
 	for _, w := range []string{"srvr", "stat", "mntr"} {
 		wantPrefix := want.srvr
-		if wantPrefix != zkNotServing && w == "mntr" {
+		if (wantPrefix != zkNotServing || want.mntrServes) && w == "mntr" {
 			wantPrefix = "zk_version\t"
 		}
 		if got := fourLetter(t, a.ZK, w); !strings.HasPrefix(got, wantPrefix) || (wantPrefix == zkNotServing && got != zkNotServing) {
@@ -240,6 +243,8 @@ type alarmed struct {
 func (a alarmed) Status() core.Status {
 	st := a.Backend.Status()
 	st.Alarms = append(st.Alarms, a.alarm)
+	// As if the alarm named this member.
+	st.Corrupt = st.Corrupt || a.alarm == "CORRUPT"
 	return st
 }
 

@@ -85,13 +85,26 @@ type Status struct {
 	// Alarms are the member's raised alarms by etcd's names (NOSPACE,
 	// CORRUPT).
 	Alarms []string
+	// Corrupt says a CORRUPT alarm names this member (or the whole
+	// cluster): it refuses clients rather than answer from its state.
+	// Alarms are replicated, so the healthy members list the alarm too,
+	// with Corrupt false.
+	Corrupt bool
 }
 
-// Serving reports whether a member with this status can serve clients:
-// it has not stopped, it knows a leader, and no alarm is raised. Health
-// checks of both faces ask it.
+// Serving reports whether a member with this status is healthy in etcd's
+// sense: it has not stopped, it knows a leader, and no alarm is raised
+// anywhere in the cluster. etcd's health checks ask it.
 func (s Status) Serving() bool {
 	return s.Err == nil && s.LeaderID != 0 && len(s.Alarms) == 0
+}
+
+// ServesSessions reports whether this member serves ZooKeeper sessions: it
+// has not stopped, it knows a leader, and no CORRUPT alarm names it. An
+// alarm naming another member leaves it serving, as it does for etcd
+// clients; ZooKeeper's four-letter words ask this.
+func (s Status) ServesSessions() bool {
+	return s.Err == nil && s.LeaderID != 0 && !s.Corrupt
 }
 
 // Member is one server of the ensemble as clients should see it.

@@ -467,6 +467,7 @@ func (m *Member) Status() core.Status {
 		Members:      m.members(leader),
 		Err:          m.zab.Err(),
 		Alarms:       alarmNames(m.Alarms()),
+		Corrupt:      m.Corrupt(),
 	}
 }
 

@@ -24,7 +24,7 @@ func (s *Server) AdminHandler() http.Handler {
 			return
 		}
 		s.awaitReady()
-		if canonical != "environment" && !s.backend.Status().Serving() {
+		if canonical != "environment" && !s.backend.Status().ServesSessions() {
 			// As ZooKeeper's AdminServer answers a command that needs a
 			// running server.
 			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"command": canonical, "error": strings.TrimSuffix(notServing, "\n")})

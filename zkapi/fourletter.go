@@ -51,7 +51,7 @@ func (s *Server) awaitReady() {
 	}
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
-	for s.backend.Status().Serving() {
+	for s.backend.Status().ServesSessions() {
 		select {
 		case <-s.ready:
 			return
@@ -70,22 +70,26 @@ const notServing = "This ZooKeeper instance is not currently serving requests\n"
 // its server is not running (their commands check isZKServerRunning).
 var needServing = []string{"conf", "cons", "dump", "mntr", "srvr", "stat", "wchc", "wchp", "wchs"}
 
-// unservedText answers cmd for a member that cannot serve (st.Serving is
-// false), as ZooKeeper 3.8 does for a server that is not running, and
-// reports whether it did. ruok still says imok without a leader, as
-// ZooKeeper's does ("imok" means the process is up and bound to the
-// port, not that it is in a quorum), but says nothing once the member
-// has stopped or has an alarm raised: ZooKeeper's ruok does not respond
-// at all from a server in an error state.
+// unservedText answers cmd for a member that serves no sessions
+// (st.ServesSessions is false), as ZooKeeper 3.8 does for a server that is
+// not running, and reports whether it did. ruok still says imok without a
+// leader, as ZooKeeper's does ("imok" means the process is up and bound
+// to the port, not that it is in a quorum), but says nothing once the
+// member has stopped or is named by a CORRUPT alarm: ZooKeeper's ruok does
+// not respond at all from a server in an error state. A corrupt member
+// that is otherwise running still answers mntr, so that monitoring sees
+// its alarm.
 func unservedText(cmd string, st core.Status) (string, bool) {
 	switch {
 	case cmd == "ruok":
-		if st.Err != nil || len(st.Alarms) > 0 {
+		if st.Err != nil || st.Corrupt {
 			return "", true
 		}
 		return "", false
 	case cmd == "isro":
 		return "null", true
+	case cmd == "mntr" && st.Err == nil && st.LeaderID != 0:
+		return "", false
 	case slices.Contains(needServing, cmd):
 		return notServing, true
 	}
@@ -100,7 +104,7 @@ func (s *Server) fourLetterText(cmd string) string {
 			fmt.Fprintf(&b, "%s%s%s\n", p[0], sep, p[1])
 		}
 	}
-	if st := s.backend.Status(); !st.Serving() {
+	if st := s.backend.Status(); !st.ServesSessions() {
 		if out, done := unservedText(cmd, st); done {
 			return out
 		}
