@@ -528,3 +528,59 @@ func TestPowerLossCut(t *testing.T) {
 	}
 	t.Logf("%d power-loss images over %d log records above the sync at %d", len(trials), n, synced)
 }
+
+// TestDurableIndexAcrossReboots checks which applied index Open trusts on a
+// new boot: Badger's after a clean close, the one Sync made durable after
+// the store was left open, and Badger's again once nothing is above it.
+func TestDurableIndexAcrossReboots(t *testing.T) {
+	h := newHarness(t, 21)
+	for range 20 {
+		h.step(1 + h.rng.IntN(8))
+	}
+	last := h.s.AppliedIndex()
+	reopenOn := func(boot string, crash bool) uint64 {
+		t.Helper()
+		if crash {
+			// Leave the store as a crash would: Badger closed, so that
+			// a copy can be opened, but the store not marked closed.
+			img := takeImage(t, h.cfg.Dir)
+			h.s.Close()
+			d := filepath.Join(t.TempDir(), "crashed")
+			img.write(t, d, nil)
+			h.cfg.Dir = d
+		} else if err := h.s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		s, err := open(h.cfg, boot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.s = s
+		return s.AppliedIndex()
+	}
+	if got := reopenOn("boot 2", false); got != last {
+		t.Fatalf("after a clean close and a reboot: applied %d, want %d", got, last)
+	}
+	// Left open, same boot: a process crash keeps everything.
+	if got := reopenOn("boot 2", true); got != last {
+		t.Fatalf("after a process crash: applied %d, want %d", got, last)
+	}
+	// Left open, new boot: back to what Sync made durable (a clean close
+	// made everything durable, so that is the last index again).
+	if got := reopenOn("boot 3", true); got != last {
+		t.Fatalf("after a reboot with nothing unsynced: applied %d, want %d", got, last)
+	}
+	for range 10 {
+		h.step(1 + h.rng.IntN(8))
+	}
+	synced, err := h.s.Sync()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		h.step(1 + h.rng.IntN(8))
+	}
+	if got := reopenOn("boot 4", true); got != synced {
+		t.Fatalf("after a reboot with the store open: applied %d, want the %d Sync returned", got, synced)
+	}
+}
