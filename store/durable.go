@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -274,4 +275,92 @@ func (s *Store) syncLocked(applied uint64) error {
 	s.durable = d
 	s.hist.setDurable(applied)
 	return nil
+}
+
+// Ceiling returns the highest version Badger held when the store was
+// opened (at least the applied index): records a crash left above the
+// applied index reach at most up to it. Replaying the entries that wrote
+// them rewrites them; if those entries are gone (a single member's log can
+// lose, to a power loss, a group Badger had already written while the log
+// flushed it), new entries at those indexes would not, and the caller must
+// SkipTo the ceiling instead.
+func (s *Store) Ceiling() uint64 {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	return max(s.ceiling, s.state.Load().applied)
+}
+
+// SkipTo declares that no entries exist between the applied index and
+// index, which must be at least Ceiling: every record above the applied
+// index is rewritten, at its own version, to what the applied index shows
+// (a delete where it shows nothing), so that a read at any index up to
+// index sees the state at the applied index; then index becomes the
+// applied index, durably. The next entry applied must be above index.
+func (s *Store) SkipTo(index uint64) error {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	applied := s.state.Load().applied
+	if index <= applied {
+		return nil
+	}
+	if index < s.ceiling {
+		return fmt.Errorf("store: skip to %d, below the %d Badger holds writes for", index, s.ceiling)
+	}
+	// Every version above the applied index, key by key (an iterator over
+	// all versions returns a key's versions one after the other).
+	type stray struct {
+		key      []byte
+		versions []uint64
+	}
+	var strays []stray
+	txn := s.db.NewTransactionAt(math.MaxUint64, false)
+	it := txn.NewIterator(badger.IteratorOptions{AllVersions: true, SinceTs: applied})
+	for it.Rewind(); it.Valid(); it.Next() {
+		item := it.Item()
+		if n := len(strays); n > 0 && bytes.Equal(strays[n-1].key, item.Key()) {
+			strays[n-1].versions = append(strays[n-1].versions, item.Version())
+			continue
+		}
+		strays = append(strays, stray{key: item.KeyCopy(nil), versions: []uint64{item.Version()}})
+	}
+	it.Close()
+	txn.Discard()
+	at := reader{s.db.NewTransactionAt(applied, false)}
+	defer at.txn.Discard()
+	wb := s.db.NewManagedWriteBatch()
+	for _, st := range strays {
+		if bytes.Equal(st.key, metaKey(metaApplied)) {
+			continue // written last, below
+		}
+		val, err := at.get(st.key)
+		if err != nil {
+			wb.Cancel()
+			return err
+		}
+		for _, v := range st.versions {
+			if val == nil {
+				err = wb.DeleteAt(st.key, v)
+			} else {
+				err = wb.SetEntryAt(badger.NewEntry(st.key, val), v)
+			}
+			if err != nil {
+				wb.Cancel()
+				return fmt.Errorf("store: skip to %d: rewrite %q at %d: %w", index, st.key, v, err)
+			}
+		}
+	}
+	if err := wb.Flush(); err != nil {
+		return fmt.Errorf("store: skip to %d: %w", index, err)
+	}
+	if err := s.writeApplied(index); err != nil {
+		return err
+	}
+	if err := s.syncLocked(index); err != nil {
+		return err
+	}
+	s.log.Warn("store skipped indexes no entry will fill", "from", applied+1, "to", index, "records_rewritten", len(strays))
+	return s.load()
 }

@@ -81,6 +81,8 @@ type Store struct {
 
 	// durable is what durableFile says; owned by whoever holds applyMu.
 	durable durableState
+	// ceiling is the highest version Badger held at open (see Ceiling).
+	ceiling uint64
 
 	// sizeMu guards the cached size on disk and when it was measured.
 	sizeMu sync.Mutex
@@ -163,6 +165,7 @@ func open(cfg Config, boot string) (*Store, error) {
 		_ = db.Close()
 		return nil, err
 	}
+	s.ceiling = db.MaxVersion()
 	return s, nil
 }
 
