@@ -310,6 +310,17 @@ func (s *stateMachine) Sync() (uint64, error) {
 	return ref.st.Sync()
 }
 
+// Ceiling and SkipTo implement zab.Skipper (see store.Store.Ceiling).
+func (s *stateMachine) Ceiling() uint64 {
+	ref, _ := s.m.current()
+	return ref.st.Ceiling()
+}
+
+func (s *stateMachine) SkipTo(index uint64) error {
+	ref, _ := s.m.current()
+	return ref.st.SkipTo(index)
+}
+
 // history adapts the store's event log to the hub.
 type history struct{ st *store.Store }
 

@@ -294,13 +294,17 @@ func (g *groupWrites) cache(nodes, dirs *recordCache) {
 // revision, the only other field, is still written by every entry that
 // changes it.
 //
-// The applied index goes last. Without a compaction in the group it is the
-// last record of the group's own write batch: Badger writes a batch's
-// records to its log in order, and replays a torn log only up to its first
-// damaged record, so a crash that keeps the applied index keeps everything
-// before it. A group that compacts records it in a write of its own after
-// the trimming, so that a crash cannot record the compaction applied with
-// its trimming undone.
+// The applied index goes last, as a Badger write of its own that starts
+// only once every record of the group (and any trimming) is written.
+// Badger does not keep a write batch's records in order: records written
+// at their own versions get no transaction markers, a batch's records go
+// to the log in map order, and a big batch is split into several
+// transactions. What it does keep is the order of separate writes, since
+// one goroutine copies them into the memtable log one after the other,
+// and a reopened Badger replays that log only up to its first damaged
+// record. So a crash of the process that keeps the applied index kept
+// every record of every group up to it; see durable.go for a crash of the
+// machine.
 func (s *Store) write(g *groupWrites, compactRev int64, applied uint64) error {
 	compacts := false
 	wb := s.db.NewManagedWriteBatch()
@@ -313,30 +317,25 @@ func (s *Store) write(g *groupWrites, compactRev int64, applied uint64) error {
 		}
 		compacts = compacts || b.Compact != 0
 	}
-	if !compacts && !s.crashBeforeApplied {
-		if err := wb.SetEntryAt(badger.NewEntry(metaKey(metaApplied), encodeUint64(applied)), applied); err != nil {
-			wb.Cancel()
-			return fmt.Errorf("store: record applied index %d: %w", applied, err)
-		}
-	}
+	// Flush returns once every transaction the batch was split into is in
+	// the memtable log.
 	if err := wb.Flush(); err != nil {
 		return fmt.Errorf("store: write group: %w", err)
 	}
+	if compacts {
+		from := max(compactRev, s.restoredRev, 1)
+		for _, b := range g.batches {
+			if b.Compact == 0 {
+				continue
+			}
+			if err := s.trimHistory(from, b.Compact, b.Index); err != nil {
+				return err
+			}
+			from = max(from, b.Compact)
+		}
+	}
 	if s.crashBeforeApplied {
 		return fmt.Errorf("store: stopped before recording applied index %d (test crash)", applied)
-	}
-	if !compacts {
-		return nil
-	}
-	from := max(compactRev, s.restoredRev, 1)
-	for _, b := range g.batches {
-		if b.Compact == 0 {
-			continue
-		}
-		if err := s.trimHistory(from, b.Compact, b.Index); err != nil {
-			return err
-		}
-		from = max(from, b.Compact)
 	}
 	return s.writeApplied(applied)
 }
@@ -451,7 +450,7 @@ func (s *Store) trimHistory(from, to int64, ts uint64) error {
 }
 
 // writeApplied records the applied index, alone, after everything it covers
-// (see Store.write for when it is written with the group instead).
+// is written (see Store.write).
 func (s *Store) writeApplied(index uint64) error {
 	wb := s.db.NewManagedWriteBatch()
 	if err := wb.SetEntryAt(badger.NewEntry(metaKey(metaApplied), encodeUint64(index)), index); err != nil {

@@ -22,7 +22,8 @@
 //	k id(8) key            key attached to a lease (empty value)
 //	m "core"               core.Meta, written once per applied group (see
 //	                       Store.write)
-//	m "applied"            applied index (8 bytes, big-endian)
+//	m "applied"            applied index (8 bytes, big-endian), read at its
+//	                       newest version
 //	m "restored"           revision a snapshot was restored at
 //	e rev(8)               the revision's events, keys only (see events.go);
 //	                       the record starts with the index of the entry
@@ -34,14 +35,18 @@
 // # Write order and crashes
 //
 // Apply writes a group's batches, then the applied index, then lets readers
-// see the new state. The applied index is the last record of the group's
-// Badger write batch (or, for a group that compacts, a write of its own
-// after the trimming): Badger logs a batch's records in order and replays a
-// torn log up to its first damaged record only. Badger does not fsync (the consensus log is the
-// durability); after a crash the applied index Badger kept says where the
-// log is replayed from. Writes of a group that had not recorded its applied
-// index lie above it, where no read looks, and replay rewrites them with the
-// same bytes. This relies on the entries replayed being those applied before.
+// see the new state. The applied index is a Badger write of its own, made
+// once the group's write batch is flushed (and, for a group that compacts,
+// its trimming): Badger keeps no order among one batch's records, but
+// copies separate writes into its memtable log in order and replays a torn
+// log up to its first damaged record only (see Store.write). Badger does
+// not fsync as it writes (the consensus log is the durability); after a
+// crash of the process the applied index Badger kept says where the log is
+// replayed from, and after a crash of the machine the index Sync last made
+// durable does (see durable.go). Writes of a group whose applied index was
+// not kept lie above it, where no read looks, and replay rewrites them with
+// the same bytes. This relies on the entries replayed being those applied
+// before.
 //
 // # What is exact at which timestamp
 //

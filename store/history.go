@@ -16,6 +16,10 @@ import (
 // discard timestamp that was wanted when it opened, so a compaction that
 // lands while it reads cannot move Badger's discard timestamp past it. The
 // raise is made when the last reader pinning an older value goes away.
+//
+// Nor does it ever pass the durable index (see durable.go): after a crash of
+// the machine the store reads at that index again, and Badger must still
+// hold every version such a read needs.
 type history struct {
 	mu sync.Mutex
 	// readFloor is the oldest revision At serves; eventFloor the oldest
@@ -25,6 +29,7 @@ type history struct {
 	// want is the discard timestamp the floors allow; set is what Badger
 	// was last given (never above want nor above any pin).
 	want, set  uint64
+	durable    uint64
 	pins       map[uint64]int
 	setDiscard func(uint64)
 }
@@ -76,8 +81,17 @@ func (h *history) advance(readFloor, eventFloor int64, want uint64) {
 	h.raiseLocked()
 }
 
+// setDurable raises the durable index the discard timestamp stays at or
+// below.
+func (h *history) setDurable(index uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.durable = max(h.durable, index)
+	h.raiseLocked()
+}
+
 func (h *history) raiseLocked() {
-	ts := h.want
+	ts := min(h.want, h.durable)
 	for p := range h.pins {
 		ts = min(ts, p)
 	}

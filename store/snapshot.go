@@ -131,6 +131,11 @@ func (s *Store) RestoreSnapshot(r io.Reader) error {
 		}
 		return err
 	}
+	// A restored store has no log below its index to go back to: it is
+	// made durable before it counts as applied.
+	if err := s.syncLocked(applied); err != nil {
+		return err
+	}
 	if err := s.load(); err != nil {
 		return err
 	}

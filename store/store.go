@@ -79,6 +79,11 @@ type Store struct {
 	// tests set it.
 	crashBeforeApplied bool
 
+	// durable is what durableFile says; owned by whoever holds applyMu.
+	durable durableState
+	// ceiling is the highest version Badger held at open (see Ceiling).
+	ceiling uint64
+
 	// sizeMu guards the cached size on disk and when it was measured.
 	sizeMu sync.Mutex
 	size   int64
@@ -94,6 +99,12 @@ type published struct {
 
 // Open opens (creating if needed) the store in cfg.Dir.
 func Open(cfg Config) (*Store, error) {
+	return open(cfg, bootID())
+}
+
+// open is Open on a system whose current boot is named boot; tests fake a
+// reboot with it.
+func open(cfg Config, boot string) (*Store, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("store: no directory given")
 	}
@@ -144,10 +155,15 @@ func Open(cfg Config) (*Store, error) {
 	// Node records are bigger and more often read than Dir records.
 	s := &Store{db: db, log: log, nodeCache: newRecordCache(cache * 3 / 4), dirCache: newRecordCache(cache / 4)}
 	s.hist = newHistory(db.SetDiscardTs)
+	if err := s.recoverDurable(boot); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
 	if err := s.load(); err != nil {
 		_ = db.Close()
 		return nil, err
 	}
+	s.ceiling = db.MaxVersion()
 	return s, nil
 }
 
@@ -175,20 +191,25 @@ func pick(v, def int64) int64 {
 	return def
 }
 
-// load reads the applied index and what hangs on it, and publishes it.
-func (s *Store) load() error {
+// badgerApplied reads the applied index record at its newest version.
+func (s *Store) badgerApplied() (uint64, error) {
 	latest := reader{s.db.NewTransactionAt(math.MaxUint64, false)}
 	b, err := latest.get(metaKey(metaApplied))
 	latest.txn.Discard()
+	if err != nil || b == nil {
+		return 0, err
+	}
+	if len(b) != 8 {
+		return 0, fmt.Errorf("store: applied index record is %d bytes", len(b))
+	}
+	return getUint64(b), nil
+}
+
+// load reads the applied index and what hangs on it, and publishes it.
+func (s *Store) load() error {
+	applied, err := s.badgerApplied()
 	if err != nil {
 		return err
-	}
-	var applied uint64
-	if b != nil {
-		if len(b) != 8 {
-			return fmt.Errorf("store: applied index record is %d bytes", len(b))
-		}
-		applied = getUint64(b)
 	}
 	r := reader{s.db.NewTransactionAt(applied, false)}
 	defer r.txn.Discard()
@@ -245,17 +266,27 @@ func discardFor(floor int64, indexOf func(int64) (uint64, bool, error)) (uint64,
 	return idx - 1, nil
 }
 
-// Close closes Badger. Views must be closed before.
+// Close closes Badger and records the store closed, so that the next Open
+// trusts its applied index even after a reboot. Views must be closed
+// before.
 func (s *Store) Close() error {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	if s.closed.Swap(true) {
 		return nil
 	}
+	dir := s.db.Opts().Dir
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("store: close badger: %w", err)
 	}
-	return nil
+	// Badger turned its memtables into tables as it closed; what is left
+	// of its logs is flushed all the same.
+	if err := syncFiles(dir); err != nil {
+		return err
+	}
+	d := s.durable
+	d.index, d.clean = s.state.Load().applied, true
+	return writeDurable(dir, d)
 }
 
 // AppliedIndex returns the index of the last entry whose effects readers see.
@@ -360,13 +391,19 @@ func (s *Store) diskSize() (int64, error) {
 	return size, nil
 }
 
-// Sync makes everything applied so far durable in Badger and returns the
-// applied index that the sync covers: the consensus log may be trimmed up to
-// it.
+// Sync makes everything applied so far durable and returns the applied
+// index that the sync covers: the consensus log may be trimmed up to it.
+// After a crash of the machine the store opens at this index or above it
+// (see durable.go).
 func (s *Store) Sync() (uint64, error) {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	if s.closed.Load() {
+		return 0, ErrClosed
+	}
 	applied := s.state.Load().applied
-	if err := s.db.Sync(); err != nil {
-		return 0, fmt.Errorf("store: sync badger: %w", err)
+	if err := s.syncLocked(applied); err != nil {
+		return 0, err
 	}
 	return applied, nil
 }

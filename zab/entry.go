@@ -51,6 +51,21 @@ type DurableWaiter interface {
 	ApplyWhen(entries []Entry, durable func() error) ([]any, error)
 }
 
+// Skipper is implemented by a StateMachine that can hold, after a crash,
+// writes above its applied index: a single member applies a group while
+// its log write is being flushed, and a power loss can keep the state
+// machine's writes and lose the log's. Entries zab then proposes at those
+// indexes would not rewrite them all, so a single member that finds the
+// state machine's ceiling above the end of its log, after replaying it,
+// calls SkipTo and starts the new log above the ceiling.
+type Skipper interface {
+	// Ceiling is the highest index the state machine may hold writes for.
+	Ceiling() uint64
+	// SkipTo declares, durably, that no entries exist between the applied
+	// index and index (at least Ceiling); AppliedIndex then reports index.
+	SkipTo(index uint64) error
+}
+
 // Snapshotter is implemented by a StateMachine that can be copied whole,
 // which replication needs to bring a member up to date when the log no
 // longer holds what it is missing (SNAP). Both methods are called from the

@@ -336,6 +336,16 @@ func open(cfg Config, sm StateMachine, lock *dirLock) (*Member, error) {
 		}
 		cfg.Logger.Info("replayed log", "from", applied+1, "to", w.lastIndex)
 	}
+	if sk, ok := sm.(Skipper); ok {
+		if c := sk.Ceiling(); c > max(w.lastIndex, applied) {
+			cfg.Logger.Warn("state machine holds writes above the end of the log; skipping their indexes",
+				"log_last_index", w.lastIndex, "ceiling", c)
+			if err := sk.SkipTo(c); err != nil {
+				return nil, fmt.Errorf("skip to %d: %w", c, err)
+			}
+			applied = c
+		}
+	}
 
 	// A new leadership starts a new epoch, persisted before any zxid in it
 	// is issued, so zxids grow across restarts even if the log is empty.
