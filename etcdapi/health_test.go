@@ -16,6 +16,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/januskv/janus/etcdapi"
+	"github.com/januskv/janus/internal/testlog"
 	"github.com/januskv/janus/server"
 )
 
@@ -24,7 +25,10 @@ import (
 // the watcher must be told NOT_SERVING.
 func TestGRPCHealthWatchSeesTheMemberStop(t *testing.T) {
 	var armed atomic.Bool
-	j := startJanus(t, func(m *server.MemberConfig, _ *etcdapi.Config) {
+	j := startJanus(t, func(m *server.MemberConfig, a *etcdapi.Config) {
+		// The member logs its stop at ERROR, on purpose here.
+		m.Logger = testlog.New(t, testlog.ExpectErrors())
+		a.Logger = m.Logger
 		m.ApplyFault = func(uint64) error {
 			if armed.Load() {
 				return errors.New("injected I/O failure")
