@@ -80,8 +80,27 @@ func (c *conn) prepare(frame []byte) (*request, bool) {
 		return req, !r.close
 	default:
 		req.answer = func() reply { return c.handle(op, rec, req.ids) }
+		req.watches = armsWatch(rec)
 	}
 	return req, true
+}
+
+// armsWatch reports whether a read request sets a watch; handle then
+// runs with the watch manager locked.
+func armsWatch(rec jute.Record) bool {
+	switch r := rec.(type) {
+	case *jute.ExistsRequest:
+		return r.Watch
+	case *jute.GetDataRequest:
+		return r.Watch
+	case *jute.GetChildrenRequest:
+		return r.Watch
+	case *jute.GetChildren2Request:
+		return r.Watch
+	case *jute.SetWatches, *jute.SetWatches2, *jute.AddWatchRequest:
+		return true
+	}
+	return false
 }
 
 // handle answers a request that is not a write, when it reaches the head
@@ -403,15 +422,20 @@ func failedResults(n, failed int, code jute.Code) []jute.MultiResult {
 	return out
 }
 
-// view runs fn on a view of the latest state. With watch set, the watch
-// manager is locked across the read so a watch fn registers misses no
-// event after the view's revision and fires for none before it.
+// view runs fn on a view of the latest state. With watch set the caller
+// holds the watch manager (see reply) and the view is at the revision
+// dispatched, which the store has always published: a watch fn registers
+// misses no event after the view's revision and fires for none before
+// it, and the notifications of every event the view shows are queued.
+// (A view at that revision is missing only if an etcd client compacted
+// past what the dispatcher has reached; the read fails and the connection
+// closes, which every client recovers from.)
 func (c *conn) view(watch bool, fn func(v core.ReadView) reply) reply {
+	var rev int64 // latest
 	if watch {
-		c.srv.watches.mu.Lock()
-		defer c.srv.watches.mu.Unlock()
+		rev = c.srv.watches.dispatched
 	}
-	v, err := c.srv.backend.Read(c.ctx, 0)
+	v, err := c.srv.backend.Read(c.ctx, rev)
 	if err != nil {
 		return reply{fail: fmt.Errorf("%w: read: %w", errBackend, err)}
 	}
@@ -430,13 +454,12 @@ func lookup(v core.View, path string) (*core.Node, *core.Dir, error) {
 }
 
 func (c *conn) exists(path string, watch bool) reply {
-	watch = watch && core.IsTreePath([]byte(path))
 	return c.view(watch, func(v core.ReadView) reply {
 		n, d, err := lookup(v, path)
 		if err != nil {
 			return reply{fail: err}
 		}
-		if watch {
+		if watch && core.IsTreePath([]byte(path)) {
 			// Watches a missing node for its creation, an existing one
 			// for its change or deletion: both are data watches.
 			c.srv.watches.addLocked(&c.srv.watches.data, path, c, watchEntry{armedAt: v.Rev()})
@@ -720,14 +743,15 @@ func (c *conn) setWatches(req *jute.SetWatches2) reply {
 }
 
 func (c *conn) addWatch(req *jute.AddWatchRequest) reply {
+	// The watch manager is locked (see reply).
+	rev := c.srv.watches.dispatched
 	mode := watchPersistent
 	if req.Mode == jute.AddWatchPersistentRecursive {
 		mode = watchRecursive
 	} else if req.Mode != jute.AddWatchPersistent {
-		return errReply(c.srv.watches.Dispatched(), jute.CodeBadArguments)
+		return errReply(rev, jute.CodeBadArguments)
 	}
-	rev := c.srv.watches.Dispatched()
-	c.srv.watches.addWatch(c, req.Path, mode, rev)
+	c.srv.watches.addWatchLocked(c, req.Path, mode, rev)
 	// ZooKeeper sends an ErrorResponse(0) body, which clients ignore.
 	return reply{zxid: rev, body: &jute.ErrorResponse{Err: jute.CodeOk}}
 }

@@ -45,6 +45,9 @@ type request struct {
 	// registers the watch on its side.
 	answer   func() reply
 	answered chan struct{}
+	// watches says answer arms a watch: the replier runs it and queues
+	// its reply with the watch manager locked (see reply).
+	watches bool
 }
 
 // release closes r.answered once.
@@ -111,6 +114,18 @@ func (c *conn) replyLoop(queue <-chan *request) {
 // reply answers one request that has reached the head of the FIFO. It
 // returns false once no further reply may be sent.
 func (c *conn) reply(req *request) bool {
+	if req.watches {
+		// A client registers a watch when the reply that sets it arrives
+		// and drops a notification it has no watch for, so no event may
+		// fire the watch before that reply is queued. Holding the watch
+		// manager from the read to the queueing keeps the dispatcher,
+		// which queues notifications under it, out of that window; the
+		// read is then at the revision dispatched (see view), so every
+		// notification its reply reflects is queued already.
+		w := c.srv.watches
+		w.mu.Lock()
+		defer w.mu.Unlock()
+	}
 	var r reply
 	if req.pending != nil {
 		res, err := req.pending.Wait(c.ctx)
@@ -138,7 +153,7 @@ func (c *conn) reply(req *request) bool {
 		c.close()
 		return false
 	}
-	if r.wait {
+	if r.wait && !req.watches {
 		if err := c.srv.watches.waitDispatched(c.ctx, r.zxid); err != nil {
 			c.close()
 			return false

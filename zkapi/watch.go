@@ -186,11 +186,10 @@ func (w *watchManager) addLocked(t *watchTable, path string, c *conn, e watchEnt
 	paths[path] = struct{}{}
 }
 
-// addWatch registers a persistent or recursive watch on both tables, as
-// ZooKeeper's addWatch does, armed after revision rev.
-func (w *watchManager) addWatch(c *conn, path string, mode watchMode, rev int64) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+// addWatchLocked registers a persistent or recursive watch on both
+// tables, as ZooKeeper's addWatch does, armed after revision rev; w.mu
+// must be held.
+func (w *watchManager) addWatchLocked(c *conn, path string, mode watchMode, rev int64) {
 	e := watchEntry{mode: mode, armedAt: rev}
 	w.addLocked(&w.data, path, c, e)
 	w.addLocked(&w.child, path, c, e)

@@ -1,5 +1,7 @@
 # Runs kazoo's recipes against the server at sys.argv[1] and prints one
 # "ok <recipe>" line per recipe that behaved; any failure raises.
+import faulthandler
+import os
 import sys
 import threading
 import time
@@ -26,6 +28,32 @@ def client():
 clients = [client() for _ in range(4)]
 zk = clients[0]
 
+
+def dump_tree(path):
+    try:
+        kids = sorted(zk.get_children(path))
+    except Exception as e:
+        print("  %s: %r" % (path, e), file=sys.stderr)
+        return
+    print("  %s %s" % (path, kids), file=sys.stderr)
+    for k in kids:
+        dump_tree(path.rstrip("/") + "/" + k)
+
+
+def join_all(threads, recipe):
+    """Joins a recipe's threads; if one is stuck, prints every thread's
+    stack and the znode tree and exits, rather than letting the
+    interpreter wait for it at exit."""
+    for t in threads:
+        t.join(TIMEOUT)
+    if any(t.is_alive() for t in threads):
+        print("%s: a thread is stuck; stacks and znodes follow" % recipe, file=sys.stderr)
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+        dump_tree("/recipes")
+        sys.stderr.flush()
+        sys.stdout.flush()
+        os._exit(1)
+
 # Lock under contention: mutual exclusion checked with a shared counter.
 inside = [0]
 max_inside = [0]
@@ -49,8 +77,7 @@ def worker(c, n):
 threads = [threading.Thread(target=worker, args=(c, 10)) for c in clients]
 for t in threads:
     t.start()
-for t in threads:
-    t.join(TIMEOUT)
+join_all(threads, "Lock")
 assert max_inside[0] == 1, "lock let %d holders in" % max_inside[0]
 assert total[0] == 40, total[0]
 print("ok Lock")
@@ -67,10 +94,10 @@ def lead(name):
 elections = [Election(c, "/recipes/election", identifier="c%d" % i) for i, c in enumerate(clients[:2])]
 t = threading.Thread(target=elections[0].run, args=(lead, "c0"))
 t.start()
-t.join(TIMEOUT)
+join_all([t], "Election")
 t = threading.Thread(target=elections[1].run, args=(lead, "c1"))
 t.start()
-t.join(TIMEOUT)
+join_all([t], "Election")
 assert leaders == ["c0", "c1"], leaders
 print("ok Election")
 
@@ -99,8 +126,7 @@ def participate(c, i):
 threads = [threading.Thread(target=participate, args=(clients[i], i)) for i in range(3)]
 for t in threads:
     t.start()
-for t in threads:
-    t.join(TIMEOUT)
+join_all(threads, "DoubleBarrier")
 assert sorted(entered) == [0, 1, 2], entered
 print("ok DoubleBarrier")
 
@@ -114,8 +140,7 @@ def count(c):
 threads = [threading.Thread(target=count, args=(c,)) for c in clients]
 for t in threads:
     t.start()
-for t in threads:
-    t.join(TIMEOUT)
+join_all(threads, "Counter")
 assert Counter(zk, "/recipes/counter").value == 40, Counter(zk, "/recipes/counter").value
 print("ok Counter")
 
@@ -170,8 +195,7 @@ def sem(c):
 threads = [threading.Thread(target=sem, args=(c,)) for c in clients]
 for t in threads:
     t.start()
-for t in threads:
-    t.join(TIMEOUT)
+join_all(threads, "Semaphore")
 assert max_holding[0] <= 2, max_holding[0]
 print("ok Semaphore")
 
