@@ -54,6 +54,11 @@ func TestZkCli(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs zkCli.sh")
 	}
+	// Each command is a zkCli process of its own, which exits without
+	// closing its session: the ephemeral would live until its session
+	// times out (30 s), so whether later commands saw it would depend on
+	// how fast the JVMs start. It is deleted explicitly, two commands
+	// after its creation.
 	cmds := []string{
 		"create /cli hello",
 		"get /cli",
@@ -62,6 +67,7 @@ func TestZkCli(t *testing.T) {
 		"create -e /cli/eph x",
 		"ls /cli",
 		"create /cli/eph/child x",
+		"delete /cli/eph",
 		"create -s /cli/seq- x",
 		"delete /cli",
 		"get /missing",
