@@ -122,6 +122,14 @@ func (c *conn) reply(req *request) bool {
 		// which queues notifications under it, out of that window; the
 		// read is then at the revision dispatched (see view), so every
 		// notification its reply reflects is queued already.
+		// The dispatcher may lag the store: first let it reach every
+		// revision applied by now, so that the read still shows every
+		// write acknowledged before this request, to a client of either
+		// face.
+		if err := c.awaitDispatchOfLatest(); err != nil {
+			c.close()
+			return false
+		}
 		w := c.srv.watches
 		w.mu.Lock()
 		defer w.mu.Unlock()
@@ -213,4 +221,18 @@ func (c *conn) submitTxn(req *request, ops []core.TxnOp, result func(*core.Resul
 // request was read.
 func (c *conn) refusal(code jute.Code) func() reply {
 	return func() reply { return errReply(c.srv.watches.Dispatched(), code) }
+}
+
+// awaitDispatchOfLatest waits until the watch dispatcher has queued the
+// notifications of every revision the member had applied when it was
+// called. A member that cannot be read (corrupt, closing) is not waited
+// for: the read that follows fails and says why.
+func (c *conn) awaitDispatchOfLatest() error {
+	v, err := c.srv.backend.Read(c.ctx, 0)
+	if err != nil {
+		return nil
+	}
+	rev := v.Rev()
+	v.Close()
+	return c.srv.watches.waitDispatched(c.ctx, rev)
 }
