@@ -452,13 +452,15 @@ func (s *Store) trimHistory(from, to int64, ts uint64) error {
 // writeApplied records the applied index, alone, after everything it covers
 // is written (see Store.write).
 func (s *Store) writeApplied(index uint64) error {
+	ts := max(index, s.appliedTs)
 	wb := s.db.NewManagedWriteBatch()
-	if err := wb.SetEntryAt(badger.NewEntry(metaKey(metaApplied), encodeUint64(index)), index); err != nil {
+	if err := wb.SetEntryAt(badger.NewEntry(metaKey(metaApplied), encodeUint64(index)), ts); err != nil {
 		wb.Cancel()
 		return fmt.Errorf("store: record applied index %d: %w", index, err)
 	}
 	if err := wb.Flush(); err != nil {
 		return fmt.Errorf("store: record applied index %d: %w", index, err)
 	}
+	s.appliedTs = ts
 	return nil
 }

@@ -239,6 +239,7 @@ func (s *Store) recoverDurable(boot string) error {
 		if err := wb.Flush(); err != nil {
 			return fmt.Errorf("store: reset applied index to %d: %w", prev.index, err)
 		}
+		s.appliedTs = max(s.appliedTs, applied)
 		if err := s.db.Sync(); err != nil {
 			return fmt.Errorf("store: sync badger: %w", err)
 		}

@@ -74,6 +74,14 @@ type Store struct {
 	// applier.
 	nodeCache, dirCache *recordCache
 
+	// appliedTs is the newest version of the applied index record. It is
+	// the index itself, except after Open went back to a durable index
+	// below Badger's (see recoverDurable), which is written at Badger's
+	// newest version so that nothing older shadows it: later records are
+	// written at no lower a version, or the reset one would still be read
+	// on the next open. Owned by the applier.
+	appliedTs uint64
+
 	// crashBeforeApplied makes Apply stop after writing a group's batches
 	// and before recording the applied index, as a crash there would. Only
 	// tests set it.
@@ -191,17 +199,26 @@ func pick(v, def int64) int64 {
 	return def
 }
 
-// badgerApplied reads the applied index record at its newest version.
+// badgerApplied reads the applied index record at its newest version, and
+// remembers that version (see Store.appliedTs).
 func (s *Store) badgerApplied() (uint64, error) {
-	latest := reader{s.db.NewTransactionAt(math.MaxUint64, false)}
-	b, err := latest.get(metaKey(metaApplied))
-	latest.txn.Discard()
-	if err != nil || b == nil {
-		return 0, err
+	txn := s.db.NewTransactionAt(math.MaxUint64, false)
+	defer txn.Discard()
+	item, err := txn.Get(metaKey(metaApplied))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: read applied index: %w", err)
+	}
+	b, err := item.ValueCopy(nil)
+	if err != nil {
+		return 0, fmt.Errorf("store: read applied index: %w", err)
 	}
 	if len(b) != 8 {
 		return 0, fmt.Errorf("store: applied index record is %d bytes", len(b))
 	}
+	s.appliedTs = max(s.appliedTs, item.Version())
 	return getUint64(b), nil
 }
 
