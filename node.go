@@ -134,12 +134,10 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 		ErrorLog:          slog.NewLogLogger(logger.With("face", "http").Handler(), slog.LevelDebug),
 	}
 
-	// The ZooKeeper server rides out temporary accept errors itself;
-	// grpc-go and net/http would too, but log each retry: these log a
-	// burst once.
-	etcdL := accept.Patient(ls[0], logger.With("face", "etcd"))
+	// Both faces ride out temporary accept errors themselves; net/http
+	// would too, but logs each retry: this logs a burst once.
 	httpL := accept.Patient(ls[2], logger.With("face", "http"))
-	go func() { n.served <- n.etcd.Serve(etcdL) }()
+	go func() { n.served <- n.etcd.Serve(ls[0]) }()
 	go func() { n.served <- n.zk.Serve(ls[1]) }()
 	go func() {
 		err := n.http.Serve(httpL)

@@ -17,6 +17,10 @@ type Backend interface {
 	// Read returns a consistent View at revision rev (0: the latest
 	// applied state), or ErrCompacted / ErrFutureRev.
 	Read(ctx context.Context, rev int64) (ReadView, error)
+	// Rev returns the latest applied revision, which Read(ctx, 0) would
+	// show, without opening a view; it fails when Read would (ErrCorrupt,
+	// ErrStopped).
+	Rev() (int64, error)
 	// Linearize returns once the local replica has applied every write
 	// committed before the call: a linearizable etcd read or ZooKeeper's
 	// sync runs it first.

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/januskv/janus/core"
+	"github.com/januskv/janus/internal/accept"
 )
 
 // Defaults, as etcd v3.7 has them.
@@ -184,7 +185,9 @@ func (s *Server) Serve(l net.Listener) error {
 	s.mu.Lock()
 	s.addrs = append(s.addrs, "http://"+l.Addr().String())
 	s.mu.Unlock()
-	if err := s.grpc.Serve(l); err != nil {
+	// grpc-go rides out temporary accept errors too, but logs each
+	// retry: this logs a burst once, as the ZooKeeper face does.
+	if err := s.grpc.Serve(accept.Patient(l, s.log)); err != nil {
 		return fmt.Errorf("etcdapi: serve %s: %w", l.Addr(), err)
 	}
 	return nil
@@ -290,12 +293,11 @@ func (s *Server) status() core.Status {
 
 // currentRev is the store's latest applied revision.
 func (s *Server) currentRev() int64 {
-	v, err := s.b.Read(s.ctx, 0)
+	rev, err := s.b.Rev()
 	if err != nil {
 		return s.b.Status().Rev
 	}
-	defer v.Close()
-	return v.Rev()
+	return rev
 }
 
 // clientURLs are the URLs this member serves etcd clients on.

@@ -384,6 +384,29 @@ func (m *Member) proposeAsLeader(ctx context.Context, epoch uint32, op *core.Op)
 	return pending{p}.Wait(ctx)
 }
 
+// readable says why clients may not read this member's state: a CORRUPT
+// alarm names it, or it stopped applying the log (its state no longer
+// follows it); nil otherwise.
+func (m *Member) readable() error {
+	if m.Corrupt() {
+		return core.ErrCorrupt
+	}
+	if err := m.zab.Err(); err != nil {
+		return fmt.Errorf("%w: %w", core.ErrStopped, err)
+	}
+	return nil
+}
+
+// Rev implements core.Backend: the latest applied revision, without the
+// cost of a view.
+func (m *Member) Rev() (int64, error) {
+	if err := m.readable(); err != nil {
+		return 0, fmt.Errorf("rev: %w", err)
+	}
+	ref, _ := m.current()
+	return ref.st.Rev(), nil
+}
+
 // Read implements core.Backend: the local replica's state, which a
 // follower may hold a little behind the leader (Linearize first for a
 // linearizable read).
@@ -391,8 +414,8 @@ func (m *Member) Read(ctx context.Context, rev int64) (core.ReadView, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if m.Corrupt() {
-		return nil, fmt.Errorf("read: %w", core.ErrCorrupt)
+	if err := m.readable(); err != nil {
+		return nil, fmt.Errorf("read: %w", err)
 	}
 	m.mu.RLock()
 	ref := m.state

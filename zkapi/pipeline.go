@@ -228,11 +228,9 @@ func (c *conn) refusal(code jute.Code) func() reply {
 // called. A member that cannot be read (corrupt, closing) is not waited
 // for: the read that follows fails and says why.
 func (c *conn) awaitDispatchOfLatest() error {
-	v, err := c.srv.backend.Read(c.ctx, 0)
+	rev, err := c.srv.backend.Rev()
 	if err != nil {
 		return nil
 	}
-	rev := v.Rev()
-	v.Close()
 	return c.srv.watches.waitDispatched(c.ctx, rev)
 }
