@@ -38,7 +38,7 @@ func (h *healthChecks) register(mux *http.ServeMux) {
 			{"serializable_read", h.readCheck(true)},
 		}},
 		{"/readyz", []namedCheck{
-			{"data_corruption", h.alarmCheck(core.AlarmCorrupt)},
+			{"data_corruption", h.alarmCheck("CORRUPT")},
 			{"serializable_read", h.readCheck(true)},
 			{"linearizable_read", h.readCheck(false)},
 			{"non_learner", h.learnerCheck},
@@ -132,11 +132,11 @@ func (h *healthChecks) readCheck(serializable bool) func(context.Context) error 
 	}
 }
 
-// alarmCheck fails while an alarm of type t is raised.
-func (h *healthChecks) alarmCheck(t core.AlarmType) func(context.Context) error {
+// alarmCheck fails while the named alarm is raised.
+func (h *healthChecks) alarmCheck(alarm string) func(context.Context) error {
 	return func(context.Context) error {
-		if slices.ContainsFunc(h.b.Alarms(), func(a core.Alarm) bool { return a.Type == t }) {
-			return fmt.Errorf("alarm activated: %s", t)
+		if slices.Contains(h.b.Status().Alarms, alarm) {
+			return fmt.Errorf("alarm activated: %s", alarm)
 		}
 		return nil
 	}
