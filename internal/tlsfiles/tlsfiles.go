@@ -46,8 +46,6 @@ type Options struct {
 	// ParseCipherSuites); nil keeps Go's defaults. TLS 1.3 suites are not
 	// configurable, as in Go and etcd.
 	CipherSuites []uint16
-	// NextProtos is the ALPN list (gRPC needs "h2").
-	NextProtos []string
 }
 
 // Source holds the current certificate and CA pool read from Files.
@@ -169,17 +167,18 @@ func (s *Source) current() (*tls.Certificate, *x509.CertPool) {
 }
 
 // ServerConfig returns a server configuration that picks up changed files
-// at each handshake.
-func (s *Source) ServerConfig() *tls.Config {
+// at each handshake, offering the ALPN protocols nextProtos (gRPC needs
+// "h2").
+func (s *Source) ServerConfig(nextProtos ...string) *tls.Config {
 	return &tls.Config{
 		MinVersion: MinVersion,
-		NextProtos: s.opts.NextProtos,
+		NextProtos: nextProtos,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
 			cert, pool := s.current()
 			c := &tls.Config{
 				MinVersion:   MinVersion,
 				CipherSuites: s.opts.CipherSuites,
-				NextProtos:   s.opts.NextProtos,
+				NextProtos:   nextProtos,
 				Certificates: []tls.Certificate{*cert},
 				ClientCAs:    pool,
 			}
@@ -204,7 +203,6 @@ func (s *Source) ClientConfig(serverName string) *tls.Config {
 	return &tls.Config{
 		MinVersion:   MinVersion,
 		CipherSuites: s.opts.CipherSuites,
-		NextProtos:   s.opts.NextProtos,
 		ServerName:   serverName,
 		RootCAs:      pool,
 		Certificates: []tls.Certificate{*cert},
