@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/januskv/janus/internal/testcert"
+	"github.com/januskv/janus/internal/testenv"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// tlsSetup is a CA, a server certificate for the client ports and a
+// client certificate, written to files.
+type tlsSetup struct {
+	ca             *testcert.CA
+	dir            string
+	server, client testcert.Files
+}
+
+func newTLSSetup(t *testing.T) tlsSetup {
+	t.Helper()
+	ca := testcert.NewCA(t, "janus-test-clients")
+	dir := t.TempDir()
+	return tlsSetup{
+		ca:     ca,
+		dir:    dir,
+		server: ca.Write(t, ca.Issue(t, "janus-server"), dir, "server"),
+		client: ca.Write(t, ca.Issue(t, "alice"), dir, "client"),
+	}
+}
+
+// flags are the server's client TLS flags, with a ZooKeeper TLS port.
+func (s tlsSetup) flags() []string {
+	return []string{"--cert-file", s.server.Cert, "--key-file", s.server.Key, "--trusted-ca-file", s.server.CA,
+		"--client-cert-auth", "--zk-secure-listen", "127.0.0.1:0", "--4lw-whitelist", "srvr,ruok"}
+}
+
+// clientConfig is a client's TLS configuration: the client certificate
+// (unless noCert) and the CA.
+func (s tlsSetup) clientConfig(t *testing.T, noCert bool) *tls.Config {
+	t.Helper()
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(s.ca.PEM)
+	cfg := &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}
+	if !noCert {
+		pair, err := tls.LoadX509KeyPair(s.client.Cert, s.client.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg
+}
+
+// TestTLSOnEveryClientPort runs a node with etcd's client TLS flags and
+// --client-cert-auth, and talks to it with both ecosystems' own tools over
+// TLS: etcdctl, clientv3, kazoo, zkCli.sh, and HTTPS. A client without a
+// certificate, or without TLS, is refused on every TLS port; the
+// plaintext ZooKeeper port keeps serving, for clients that move later.
+func TestTLSOnEveryClientPort(t *testing.T) {
+	s := newTLSSetup(t)
+	a := startInProcess(t, t.TempDir(), s.flags()...)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	// etcdctl with --cacert --cert --key.
+	etcdctl := func(withCert bool, args ...string) (string, error) {
+		tlsArgs := []string{"--endpoints", "https://" + a.Etcd, "--cacert", s.client.CA, "--dial-timeout", "5s", "--command-timeout", "10s"}
+		if withCert {
+			tlsArgs = append(tlsArgs, "--cert", s.client.Cert, "--key", s.client.Key)
+		}
+		out, err := exec.CommandContext(ctx, testenv.EtcdctlPath(t), append(tlsArgs, args...)...).CombinedOutput()
+		return string(out), err
+	}
+	if out, err := etcdctl(true, "put", "/tls-etcd", "from-etcdctl"); err != nil || !strings.Contains(out, "OK") {
+		t.Fatalf("etcdctl put over TLS: %v\n%s", err, out)
+	}
+	if out, err := etcdctl(true, "get", "/tls-etcd"); err != nil || out != "/tls-etcd\nfrom-etcdctl\n" {
+		t.Fatalf("etcdctl get over TLS: %v\n%q", err, out)
+	}
+	if out, err := etcdctl(false, "put", "/tls-etcd", "no-cert"); err == nil {
+		t.Fatalf("etcdctl without a client certificate wrote:\n%s", out)
+	}
+
+	// clientv3 with a certificate; without one; without TLS.
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{a.Etcd}, TLS: s.clientConfig(t, false), DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	if _, err := cli.Put(ctx, "/tls-clientv3", "v"); err != nil {
+		t.Fatalf("clientv3 over TLS: %v", err)
+	}
+	for name, cfg := range map[string]clientv3.Config{
+		"no client certificate": {Endpoints: []string{a.Etcd}, TLS: s.clientConfig(t, true)},
+		"plaintext":             {Endpoints: []string{a.Etcd}},
+	} {
+		c, err := clientv3.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err = c.Put(cctx, "/tls-clientv3", name)
+		ccancel()
+		c.Close()
+		if err == nil {
+			t.Errorf("clientv3 with %s wrote", name)
+		}
+	}
+	// The refusal is the handshake's, not a timeout's.
+	if c, err := tls.Dial("tcp", a.Etcd, s.clientConfig(t, true)); err == nil {
+		_, err = c.Read(make([]byte, 1))
+		c.Close()
+		if err == nil || !strings.Contains(err.Error(), "certificate required") {
+			t.Errorf("a TLS client without a certificate: %v, want the server's \"certificate required\" alert", err)
+		}
+	}
+
+	// HTTPS with the client certificate; a client without one refused.
+	httpsGet := func(noCert bool, path string) (int, error) {
+		c := &http.Client{Transport: &http.Transport{TLSClientConfig: s.clientConfig(t, noCert)}, Timeout: 10 * time.Second}
+		resp, err := c.Get("https://" + a.HTTP + path)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	if code, err := httpsGet(false, "/health"); err != nil || code != 200 {
+		t.Errorf("GET /health over TLS: %d %v", code, err)
+	}
+	if _, err := httpsGet(true, "/health"); err == nil {
+		t.Error("GET /health without a client certificate was served")
+	}
+
+	// kazoo over TLS on the ZooKeeper secure port.
+	out := testenv.RunPython(t, `
+import sys
+from kazoo.client import KazooClient
+zk = KazooClient(hosts=sys.argv[1], use_ssl=True, certfile=sys.argv[2], keyfile=sys.argv[3], ca=sys.argv[4], verify_certs=True)
+zk.start(timeout=30)
+zk.create("/tls-kazoo", b"from-kazoo")
+print(zk.get("/tls-etcd")[0].decode())
+zk.stop()
+`, a.ZKSecure, s.client.Cert, s.client.Key, s.client.CA)
+	if out != "from-etcdctl\n" {
+		t.Errorf("kazoo over TLS read %q", out)
+	}
+
+	// zkCli.sh over TLS, with ZooKeeper's client properties and PEM files
+	// (the key store is the certificate and its key in one file).
+	keyStore := filepath.Join(s.dir, "client-keystore.pem")
+	testcert.WriteFile(t, keyStore, []byte(readFile(t, s.client.Cert)+readFile(t, s.client.Key)))
+	jvm := testenv.ZkCliTLSFlags(keyStore, s.client.CA)
+	if got := testenv.ZkCliJVM(t, a.ZKSecure, jvm, "get /tls-kazoo"); !strings.Contains(got, "from-kazoo") {
+		t.Errorf("zkCli.sh over TLS: %q", got)
+	}
+
+	// The plaintext ZooKeeper port still serves: clients move one by one.
+	if got := fourLetter(t, a.ZK, "ruok"); got != "imok" {
+		t.Errorf("ruok on the plaintext port: %q", got)
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
