@@ -4,16 +4,24 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/januskv/janus/internal/janustest"
 	"github.com/januskv/janus/internal/testcert"
 	"github.com/januskv/janus/internal/testenv"
+	"github.com/januskv/janus/zab"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -177,4 +185,70 @@ func readFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// peerFlags are member id's flags in an ensemble of len(peers) members
+// with peer TLS, its certificate naming the given names.
+func peerFlags(t *testing.T, ca *testcert.CA, id uint64, peers string, names ...string) []string {
+	t.Helper()
+	f := ca.Write(t, ca.Issue(t, fmt.Sprintf("member %d", id), names...), t.TempDir(), "peer")
+	return []string{"--data-dir", t.TempDir(), "--id", strconv.FormatUint(id, 10), "--peers", peers,
+		"--etcd-listen", "127.0.0.1:0", "--zk-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
+		"--peer-cert-file", f.Cert, "--peer-key-file", f.Key, "--peer-trusted-ca-file", f.CA,
+		"--election-timeout", "500ms", "--heartbeat-interval", "50ms"}
+}
+
+// TestPeerCertificateBindsMemberID runs three members with peer TLS where
+// the third holds a certificate (from the right CA) naming member 1: the
+// other two refuse its connections for it, form the quorum themselves and
+// serve writes, and it never takes part.
+func TestPeerCertificateBindsMemberID(t *testing.T) {
+	ca := testcert.NewCA(t, "janus-test-peers")
+	peers := fmt.Sprintf("1=%s,2=%s,3=%s", freeAddr(t), freeAddr(t), freeAddr(t))
+	var nodes []*node
+	var logs []*janustest.LogWaiter
+	for id, names := range map[uint64][]string{1: {zab.PeerCertName(1)}, 2: {zab.PeerCertName(2)}, 3: {zab.PeerCertName(1)}} {
+		cfg, err := parseFlags(peerFlags(t, ca, id, peers, names...), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := janustest.NewLogWaiter()
+		n, err := startNode(cfg, slog.New(slog.NewTextHandler(l, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.Close() })
+		for len(nodes) < int(id) {
+			nodes, logs = append(nodes, nil), append(logs, nil)
+		}
+		nodes[id-1], logs[id-1] = n, l
+	}
+	for _, l := range logs[:2] {
+		l.WaitFor(t, "peer certificate does not name the member it claims to be", "id=3")
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{nodes[0].addrs.Etcd, nodes[1].addrs.Etcd}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// Until members 1 and 2 have elected a leader a write fails with "no
+	// leader"; any other error, or none ever succeeding, is a failure.
+	for {
+		_, err := cli.Put(ctx, "/peer-tls", "quorum of two")
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, rpctypes.ErrNoLeader) || ctx.Err() != nil {
+			t.Fatalf("members 1 and 2 over peer TLS: %v", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if st := nodes[2].member.Status(); st.LeaderID != 0 {
+		t.Errorf("the impostor follows leader %d", st.LeaderID)
+	}
 }
