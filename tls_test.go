@@ -8,15 +8,19 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/januskv/janus/internal/janustest"
 	"github.com/januskv/janus/internal/testcert"
 	"github.com/januskv/janus/internal/testenv"
@@ -251,4 +255,135 @@ func TestPeerCertificateBindsMemberID(t *testing.T) {
 	if st := nodes[2].member.Status(); st.LeaderID != 0 {
 		t.Errorf("the impostor follows leader %d", st.LeaderID)
 	}
+}
+
+// TestCertificateRotationUnderLoad rotates the server's certificate to one
+// from a new CA, and its trusted CA file to a bundle of both, while an
+// etcd client and a ZooKeeper client write over TLS without pause: no
+// client sees an error, connections made after the rotation get the new
+// certificate, and a client holding a certificate from the new CA is
+// accepted, all without a restart.
+func TestCertificateRotationUnderLoad(t *testing.T) {
+	s := newTLSSetup(t)
+	a := startInProcess(t, t.TempDir(), s.flags()...)
+	newCA := testcert.NewCA(t, "janus-test-clients-2")
+	// Clients trust both CAs from the start, as a rotation's first step.
+	trust := s.clientConfig(t, false)
+	trust.RootCAs.AppendCertsFromPEM(newCA.PEM)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{a.Etcd}, TLS: trust, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	zkc, _, err := zk.Connect([]string{a.ZKSecure}, 10*time.Second, zk.WithLogInfo(false), zk.WithDialer(func(network, addr string, timeout time.Duration) (net.Conn, error) {
+		return tls.DialWithDialer(&net.Dialer{Timeout: timeout}, network, addr, trust)
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zkc.Close()
+	if _, err := zkc.Create("/rotate", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatalf("create over TLS: %v", err)
+	}
+
+	// The load: each client writes in a loop until stopped, counting
+	// successes; the first error ends the test.
+	var etcdOps, zkOps atomic.Int64
+	stop := make(chan struct{})
+	errs := make(chan error, 2)
+	var wg sync.WaitGroup
+	for _, load := range []func(i int) error{
+		func(i int) error {
+			_, err := cli.Put(ctx, "/rotate-etcd", strconv.Itoa(i))
+			etcdOps.Add(1)
+			return err
+		},
+		func(i int) error {
+			_, err := zkc.Set("/rotate", []byte(strconv.Itoa(i)), -1)
+			zkOps.Add(1)
+			return err
+		},
+	} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := load(i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	// waitOps waits until both clients have made n more writes.
+	waitOps := func(n int64) {
+		t.Helper()
+		e, z := etcdOps.Load(), zkOps.Load()
+		for etcdOps.Load() < e+n || zkOps.Load() < z+n {
+			select {
+			case err := <-errs:
+				t.Fatalf("a client failed: %v", err)
+			case <-ctx.Done():
+				t.Fatal("the load stopped making progress")
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+	waitOps(20)
+
+	served := func() *x509.Certificate {
+		t.Helper()
+		c, err := tls.Dial("tcp", a.Etcd, s.clientConfig(t, false))
+		if err != nil && strings.Contains(err.Error(), "unknown authority") {
+			c, err = tls.Dial("tcp", a.Etcd, trust)
+		}
+		if err != nil {
+			t.Fatalf("a new connection: %v", err)
+		}
+		defer c.Close()
+		return c.ConnectionState().PeerCertificates[0]
+	}
+	if got := served().Issuer.CommonName; got != "janus-test-clients" {
+		t.Fatalf("before the rotation the server's certificate is from %q", got)
+	}
+	// Rotate: the new certificate, and both CAs trusted for clients.
+	newCA.Write(t, newCA.Issue(t, "janus-server-2"), s.dir, "server")
+	testcert.WriteFile(t, s.server.CA, append(append([]byte{}, s.ca.PEM...), newCA.PEM...))
+	if got := served().Issuer.CommonName; got != "janus-test-clients-2" {
+		t.Fatalf("after the rotation a new connection gets a certificate from %q", got)
+	}
+	waitOps(20)
+
+	// A client with a certificate from the new CA is accepted.
+	f := newCA.Write(t, newCA.Issue(t, "bob"), t.TempDir(), "bob")
+	bobCfg := trust.Clone()
+	pair, err := tls.LoadX509KeyPair(f.Cert, f.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bobCfg.Certificates = []tls.Certificate{pair}
+	bob, err := clientv3.New(clientv3.Config{Endpoints: []string{a.Etcd}, TLS: bobCfg, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bob.Close()
+	if _, err := bob.Put(ctx, "/rotate-bob", "new CA"); err != nil {
+		t.Fatalf("a client of the new CA: %v", err)
+	}
+	close(stop)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		t.Fatalf("a client failed: %v", err)
+	default:
+	}
+	t.Logf("%d etcd and %d ZooKeeper writes over TLS across the rotation, none failed", etcdOps.Load(), zkOps.Load())
 }
