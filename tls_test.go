@@ -387,3 +387,76 @@ func TestCertificateRotationUnderLoad(t *testing.T) {
 	}
 	t.Logf("%d etcd and %d ZooKeeper writes over TLS across the rotation, none failed", etcdOps.Load(), zkOps.Load())
 }
+
+// TestHTTPPortRefusesWebPages turns the issue's attacks on the HTTP port
+// and the four-letter words into tests: with default flags, /debug/pprof
+// is not served, a request for a foreign Host (DNS rebinding) is refused,
+// a web page's text/plain or cross-origin POST writes nothing, and cons
+// and dump (session IDs, client addresses) are not answered.
+func TestHTTPPortRefusesWebPages(t *testing.T) {
+	a := startInProcess(t, t.TempDir())
+	base := "http://" + a.HTTP
+	do := func(method, path string, header map[string]string, body string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range header {
+			if k == "Host" {
+				req.Host = v
+			} else {
+				req.Header.Set(k, v)
+			}
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	put := `{"key":"L2F0dGFjaw==","value":"cHduZWQ="}` // /attack = pwned
+	for _, tc := range []struct {
+		name, method, path string
+		header             map[string]string
+		body               string
+		want               int
+	}{
+		{"pprof is off by default", "GET", "/debug/pprof/", nil, "", http.StatusNotFound},
+		{"a rebound DNS name", "GET", "/health", map[string]string{"Host": "attacker.example"}, "", http.StatusMisdirectedRequest},
+		{"a rebound DNS name writing", "POST", "/v3/kv/put", map[string]string{"Host": "attacker.example", "Content-Type": "application/json"}, put, http.StatusMisdirectedRequest},
+		{"a form POST from a web page", "POST", "/v3/kv/put", map[string]string{"Content-Type": "text/plain"}, put, http.StatusUnsupportedMediaType},
+		{"a cross-origin JSON POST", "POST", "/v3/kv/put", map[string]string{"Content-Type": "application/json", "Origin": "http://attacker.example"}, put, http.StatusForbidden},
+		{"localhost is served", "GET", "/health", map[string]string{"Host": "localhost"}, "", http.StatusOK},
+	} {
+		if code, body := do(tc.method, tc.path, tc.header, tc.body); code != tc.want {
+			t.Errorf("%s: %d %q, want %d", tc.name, code, body, tc.want)
+		}
+	}
+	// Nothing was written; a JSON POST from no page writes.
+	if _, body := do("POST", "/v3/kv/range", map[string]string{"Content-Type": "application/json"}, `{"key":"L2F0dGFjaw=="}`); strings.Contains(body, `"kvs"`) {
+		t.Fatalf("an attack wrote: %s", body)
+	}
+	if code, body := do("POST", "/v3/kv/put", map[string]string{"Content-Type": "application/json"}, put); code != http.StatusOK {
+		t.Fatalf("a JSON POST: %d %s", code, body)
+	}
+	if _, body := do("POST", "/v3/kv/range", map[string]string{"Content-Type": "application/json"}, `{"key":"L2F0dGFjaw=="}`); !strings.Contains(body, `"kvs"`) {
+		t.Fatalf("the JSON POST wrote nothing: %s", body)
+	}
+	for _, w := range []string{"cons", "dump", "envi", "wchc"} {
+		if got, want := fourLetter(t, a.ZK, w), w+" is not executed because it is not in the whitelist.\n"; got != want {
+			t.Errorf("%s = %q, want %q", w, got, want)
+		}
+	}
+	if got := fourLetter(t, a.ZK, "srvr"); !strings.HasPrefix(got, "Zookeeper version: ") {
+		t.Errorf("srvr = %q", got)
+	}
+
+	// With --enable-pprof it is served.
+	b := startInProcess(t, t.TempDir(), "--enable-pprof")
+	if code, _ := getURL(t, "http://"+b.HTTP+"/debug/pprof/"); code != http.StatusOK {
+		t.Errorf("/debug/pprof/ with --enable-pprof: %d", code)
+	}
+}
