@@ -176,6 +176,20 @@ zk.stop()
 		t.Errorf("zkCli.sh over TLS: %q", got)
 	}
 
+	// The ZooKeeper TLS port refuses a client without a certificate, and
+	// answers nothing in plaintext.
+	if c, err := tls.Dial("tcp", a.ZKSecure, s.clientConfig(t, true)); err == nil {
+		_, err = c.Read(make([]byte, 1))
+		c.Close()
+		if err == nil || !strings.Contains(err.Error(), "certificate required") {
+			t.Errorf("a ZooKeeper TLS client without a certificate: %v, want the server's \"certificate required\" alert", err)
+		}
+	}
+	// (A fifth byte completes what TLS reads as a record header.)
+	if got := fourLetter(t, a.ZKSecure, "srvr\n"); got != "" {
+		t.Errorf("srvr in plaintext on the TLS port: %q", got)
+	}
+
 	// The plaintext ZooKeeper port still serves: clients move one by one.
 	if got := fourLetter(t, a.ZK, "ruok"); got != "imok" {
 		t.Errorf("ruok on the plaintext port: %q", got)
