@@ -152,6 +152,16 @@ func TestTLSOnEveryClientPort(t *testing.T) {
 	if _, err := httpsGet(true, "/health"); err == nil {
 		t.Error("GET /health without a client certificate was served")
 	}
+	gw := &http.Client{Transport: &http.Transport{TLSClientConfig: s.clientConfig(t, false)}, Timeout: 10 * time.Second}
+	resp, err := gw.Post("https://"+a.HTTP+"/v3/kv/range", "application/json", strings.NewReader(`{"key":"L3Rscy1ldGNk"}`)) // /tls-etcd
+	if err != nil {
+		t.Fatalf("the JSON gateway over TLS: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"ZnJvbS1ldGNkY3Rs"`) { // from-etcdctl
+		t.Errorf("the JSON gateway over TLS: %d %s", resp.StatusCode, body)
+	}
 
 	// kazoo over TLS on the ZooKeeper secure port.
 	out := testenv.RunPython(t, `
