@@ -379,8 +379,10 @@ func TestCertificateRotationUnderLoad(t *testing.T) {
 		t.Fatalf("before the rotation the server's certificate is from %q", got)
 	}
 	// Rotate: the new certificate, and both CAs trusted for clients.
-	newCA.Write(t, newCA.Issue(t, "janus-server-2"), s.dir, "server")
 	testcert.WriteFile(t, s.server.CA, append(append([]byte{}, s.ca.PEM...), newCA.PEM...))
+	next := newCA.Issue(t, "janus-server-2")
+	testcert.WriteFile(t, s.server.Key, next.Key)
+	testcert.WriteFile(t, s.server.Cert, next.Cert)
 	if got := served().Issuer.CommonName; got != "janus-test-clients-2" {
 		t.Fatalf("after the rotation a new connection gets a certificate from %q", got)
 	}
