@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/januskv/janus/core"
+	"github.com/januskv/janus/internal/tlsfiles"
 )
 
 // Config is everything the command line sets.
@@ -54,6 +55,20 @@ type Config struct {
 	MaxBuffer         int
 	MaxClientConns    int
 	MaxConns          int
+	// ZKSecureListen is the ZooKeeper face's TLS port (ZooKeeper's
+	// secureClientPort); it uses the client certificate flags.
+	ZKSecureListen string
+
+	// Client TLS (etcd's flags): the etcd port, the ZooKeeper secure port
+	// and the HTTP port. Peer TLS: the zab transport.
+	ClientTLS, PeerTLS tlsFlags
+	CipherSuites       []uint16
+
+	// HTTP port hardening (etcd's --enable-pprof, --cors and
+	// --host-whitelist).
+	EnablePprof   bool
+	CORS          []string
+	HostWhitelist []string
 
 	// applyFault is MemberConfig.ApplyFault, for tests that need a member
 	// to stop as a failing disk would stop it; no flag sets it.
@@ -63,9 +78,16 @@ type Config struct {
 	wrapBackend func(core.Backend) core.Backend
 }
 
-// Addrs are the addresses a running node listens on.
+// tlsFlags are one side's certificate flags.
+type tlsFlags struct {
+	tlsfiles.Files
+	ClientCertAuth bool
+}
+
+// Addrs are the addresses a running node listens on (ZK or ZKSecure empty
+// when that port is off).
 type Addrs struct {
-	Etcd, ZK, HTTP string
+	Etcd, ZK, ZKSecure, HTTP string
 }
 
 func parseFlags(args []string, stderr io.Writer) (Config, error) {
@@ -74,7 +96,8 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.DataDir, "data-dir", "janus-data", "directory for the log and the state")
 	fs.StringVar(&cfg.EtcdListen, "etcd-listen", "127.0.0.1:2379", "address for etcd v3 gRPC clients")
-	fs.StringVar(&cfg.ZKListen, "zk-listen", "127.0.0.1:2181", "address for ZooKeeper clients")
+	fs.StringVar(&cfg.ZKListen, "zk-listen", "127.0.0.1:2181", "address for plaintext ZooKeeper clients (empty: none, with --zk-secure-listen)")
+	fs.StringVar(&cfg.ZKSecureListen, "zk-secure-listen", "", "address for ZooKeeper clients over TLS, as ZooKeeper's secureClientPort (needs --cert-file)")
 	fs.StringVar(&cfg.HTTPListen, "http-listen", "127.0.0.1:8080", "address for /health, /livez, /readyz, the etcd JSON gateway (/v3/...), ZooKeeper admin commands (/commands/...) and /debug/pprof")
 	fs.Uint64Var(&cfg.ID, "id", 1, "this member's ID in the ensemble")
 	peers := fs.String("peers", "", "voting ensemble members as id=host:port,... (peer addresses, this member included; empty: a single member)")
@@ -98,7 +121,19 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.DurationVar(&cfg.TickTime, "tick-time", 2*time.Second, "ZooKeeper tickTime: session timeouts default to 2x..20x of it")
 	fs.DurationVar(&cfg.MinSessionTimeout, "min-session-timeout", 0, "smallest ZooKeeper session timeout granted (default 2x tick-time)")
 	fs.DurationVar(&cfg.MaxSessionTimeout, "max-session-timeout", 0, "largest ZooKeeper session timeout granted (default 20x tick-time)")
-	fs.StringVar(&cfg.FourLetterWords, "4lw-whitelist", "*", "four-letter words answered on the ZooKeeper port: * or a comma-separated list")
+	fs.StringVar(&cfg.FourLetterWords, "4lw-whitelist", "srvr", "four-letter words answered on the ZooKeeper ports: * or a comma-separated list (ZooKeeper 3.8's default: srvr)")
+	fs.StringVar(&cfg.ClientTLS.Cert, "cert-file", "", "client TLS certificate (PEM) for the etcd, ZooKeeper secure and HTTP ports; the etcd and HTTP ports serve TLS only once it is set")
+	fs.StringVar(&cfg.ClientTLS.Key, "key-file", "", "client TLS key (PEM)")
+	fs.StringVar(&cfg.ClientTLS.CA, "trusted-ca-file", "", "CA bundle (PEM) that client certificates must chain to")
+	fs.BoolVar(&cfg.ClientTLS.ClientCertAuth, "client-cert-auth", false, "require every client to present a certificate that chains to --trusted-ca-file")
+	fs.StringVar(&cfg.PeerTLS.Cert, "peer-cert-file", "", "peer TLS certificate (PEM); it must hold the DNS SAN janus-member-<id>")
+	fs.StringVar(&cfg.PeerTLS.Key, "peer-key-file", "", "peer TLS key (PEM)")
+	fs.StringVar(&cfg.PeerTLS.CA, "peer-trusted-ca-file", "", "CA bundle (PEM) that peer certificates must chain to")
+	fs.BoolVar(&cfg.PeerTLS.ClientCertAuth, "peer-client-cert-auth", true, "require peers to present certificates (always on with peer TLS: a member's ID is bound to its certificate)")
+	ciphers := fs.String("cipher-suites", "", "TLS 1.2 cipher suites allowed on every port, comma separated, as Go names them (default: Go's)")
+	fs.BoolVar(&cfg.EnablePprof, "enable-pprof", false, "serve /debug/pprof on the HTTP port")
+	cors := fs.String("cors", "", "origins allowed to call the HTTP port from a browser, comma separated (* for any; default: none)")
+	hosts := fs.String("host-whitelist", "", "Host: header values the HTTP port accepts, comma separated (* for any; default: loopback names only when --http-listen is a loopback address, else any)")
 	fs.DurationVar(&cfg.ReaperInterval, "reaper-interval", time.Second, "how often empty containers and expired TTL znodes are removed")
 	fs.IntVar(&cfg.MaxBuffer, "jute-maxbuffer", 0xfffff, "largest ZooKeeper packet accepted, in bytes")
 	fs.IntVar(&cfg.MaxClientConns, "max-client-cnxns", 60, "most connections one client IP may hold on the ZooKeeper port, as ZooKeeper's maxClientCnxns (0: no limit)")
@@ -111,6 +146,14 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	}
 	if err := cfg.LogLevel.UnmarshalText([]byte(*level)); err != nil {
 		return cfg, fmt.Errorf("--log-level: %w", err)
+	}
+	var err error
+	if cfg.CipherSuites, err = tlsfiles.ParseCipherSuites(*ciphers); err != nil {
+		return cfg, fmt.Errorf("--cipher-suites: %w", err)
+	}
+	cfg.CORS, cfg.HostWhitelist = splitList(*cors), splitList(*hosts)
+	if err := checkTLS(cfg); err != nil {
+		return cfg, err
 	}
 	if cfg.ID == 0 {
 		return cfg, errors.New("--id must be at least 1")
@@ -147,6 +190,39 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 		return cfg, errors.New("--tick-time must be positive")
 	}
 	return cfg, nil
+}
+
+// checkTLS refuses certificate flags that do not make a working setup.
+func checkTLS(cfg Config) error {
+	for _, side := range []struct {
+		prefix string
+		f      tlsFlags
+	}{{"", cfg.ClientTLS}, {"peer-", cfg.PeerTLS}} {
+		if (side.f.Cert == "") != (side.f.Key == "") {
+			return fmt.Errorf("--%scert-file and --%skey-file go together", side.prefix, side.prefix)
+		}
+		if side.f.Cert == "" && side.f.CA != "" {
+			return fmt.Errorf("--%strusted-ca-file needs --%scert-file", side.prefix, side.prefix)
+		}
+	}
+	if cfg.ClientTLS.ClientCertAuth && cfg.ClientTLS.CA == "" {
+		return errors.New("--client-cert-auth needs --trusted-ca-file")
+	}
+	if cfg.PeerTLS.Cert != "" {
+		if cfg.PeerTLS.CA == "" {
+			return errors.New("--peer-cert-file needs --peer-trusted-ca-file: peers verify each other's certificates")
+		}
+		if !cfg.PeerTLS.ClientCertAuth {
+			return errors.New("--peer-client-cert-auth=false is not supported: a member's ID is bound to the certificate it presents")
+		}
+	}
+	if cfg.ZKSecureListen != "" && cfg.ClientTLS.Cert == "" {
+		return errors.New("--zk-secure-listen needs --cert-file and --key-file")
+	}
+	if cfg.ZKListen == "" && cfg.ZKSecureListen == "" {
+		return errors.New("--zk-listen may be empty only with --zk-secure-listen")
+	}
+	return nil
 }
 
 // checkEnsemble refuses ensemble flags that cannot describe one ensemble.

@@ -72,3 +72,54 @@ func TestCorruptCheckFlags(t *testing.T) {
 		})
 	}
 }
+
+func TestTLSFlags(t *testing.T) {
+	pair := []string{"--cert-file", "s.crt", "--key-file", "s.key"}
+	peer := []string{"--peer-cert-file", "p.crt", "--peer-key-file", "p.key"}
+	with := func(a []string, more ...string) []string { return append(append([]string{}, a...), more...) }
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string // "" for success
+	}{
+		{"client TLS", pair, ""},
+		{"client TLS with client certificates", with(pair, "--trusted-ca-file", "ca.crt", "--client-cert-auth"), ""},
+		{"cert without key", []string{"--cert-file", "s.crt"}, "go together"},
+		{"CA without cert", []string{"--trusted-ca-file", "ca.crt"}, "needs --cert-file"},
+		{"client-cert-auth without CA", with(pair, "--client-cert-auth"), "needs --trusted-ca-file"},
+		{"ZooKeeper TLS port", with(pair, "--zk-secure-listen", "127.0.0.1:2281"), ""},
+		{"ZooKeeper TLS port only", with(pair, "--zk-secure-listen", "127.0.0.1:2281", "--zk-listen", ""), ""},
+		{"ZooKeeper TLS port without a certificate", []string{"--zk-secure-listen", "127.0.0.1:2281"}, "needs --cert-file"},
+		{"no ZooKeeper port", []string{"--zk-listen", ""}, "only with --zk-secure-listen"},
+		{"peer TLS", with(peer, "--peer-trusted-ca-file", "ca.crt"), ""},
+		{"peer TLS without a CA", peer, "needs --peer-trusted-ca-file"},
+		{"peer TLS without client certificates", with(peer, "--peer-trusted-ca-file", "ca.crt", "--peer-client-cert-auth=false"), "not supported"},
+		{"peer key without cert", []string{"--peer-key-file", "p.key"}, "go together"},
+		{"cipher suites", []string{"--cipher-suites", "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"}, ""},
+		{"an insecure cipher suite", []string{"--cipher-suites", "TLS_RSA_WITH_RC4_128_SHA"}, "--cipher-suites"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseFlags(tt.args, io.Discard)
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("got %v, want an error mentioning %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// A certificate file that does not load stops the server at start, with
+// the flag's file in the message.
+func TestUnreadableCertificateStopsStart(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.ClientTLS.Cert, cfg.ClientTLS.Key = "missing.crt", "missing.key"
+	if _, err := startNode(cfg, testLogger(t)); err == nil || !strings.Contains(err.Error(), "missing.crt") {
+		t.Fatalf("startNode with a missing certificate: %v", err)
+	}
+}

@@ -2,6 +2,7 @@ package etcdapi
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -130,6 +131,7 @@ func New(b core.Backend, cfg Config) *Server {
 		innerDone: make(chan struct{}),
 	}
 	s.grpc = grpc.NewServer(
+		grpc.Creds(listenerCreds{}),
 		grpc.MaxRecvMsgSize(cfg.MaxRequestBytes+grpcOverheadBytes),
 		grpc.MaxSendMsgSize(1<<31-1),
 		grpc.MaxConcurrentStreams(1<<32-1),
@@ -182,8 +184,19 @@ func New(b core.Backend, cfg Config) *Server {
 // Serve answers etcd clients on l until Stop. It may be called for several
 // listeners.
 func (s *Server) Serve(l net.Listener) error {
+	return s.serve(l, "http://")
+}
+
+// ServeTLS answers etcd clients over TLS on l, as Serve does; cfg must
+// offer ALPN "h2", which gRPC clients insist on. A client certificate
+// reaches the handlers as credentials.TLSInfo.
+func (s *Server) ServeTLS(l net.Listener, cfg *tls.Config) error {
+	return s.serve(tls.NewListener(l, cfg), "https://")
+}
+
+func (s *Server) serve(l net.Listener, scheme string) error {
 	s.mu.Lock()
-	s.addrs = append(s.addrs, "http://"+l.Addr().String())
+	s.addrs = append(s.addrs, scheme+l.Addr().String())
 	s.mu.Unlock()
 	// grpc-go rides out temporary accept errors too, but logs each
 	// retry: this logs a burst once, as the ZooKeeper face does.

@@ -53,6 +53,8 @@ type MemberConfig struct {
 	// Transport carries peer messages; nil means zab's TCP transport.
 	// In-process tests pass a zab.MemNetwork endpoint.
 	Transport zab.Transport
+	// PeerTLS, if set, is mutual TLS between members (zab.PeerTLS).
+	PeerTLS *zab.PeerTLS
 	// ElectionTimeout and HeartbeatInterval tune zab (defaults 1s, 100ms).
 	ElectionTimeout   time.Duration
 	HeartbeatInterval time.Duration
@@ -183,6 +185,7 @@ func OpenMember(cfg MemberConfig) (*Member, error) {
 		Peers:             cfg.Peers,
 		Observers:         cfg.Observers,
 		Transport:         cfg.Transport,
+		PeerTLS:           cfg.PeerTLS,
 		ElectionTimeout:   cfg.ElectionTimeout,
 		HeartbeatInterval: cfg.HeartbeatInterval,
 		MaxDiffEntries:    cfg.MaxDiffEntries,

@@ -74,6 +74,9 @@ type Config struct {
 	// on this member's address, created by Open and closed by Close. A
 	// Transport passed in is not closed by Close.
 	Transport Transport
+	// PeerTLS, if set, makes the TCP transport's connections mutual TLS
+	// with member IDs bound to certificates.
+	PeerTLS *PeerTLS
 	// ElectionTimeout (default 1 s) is how long a follower waits without
 	// hearing its leader, or a leader without hearing a quorum, before it
 	// starts an election; and how long each election or synchronization

@@ -148,7 +148,7 @@ func openReplicated(cfg Config, sm StateMachine, lock *dirLock) (*Member, error)
 		for id, a := range cfg.Observers {
 			all[id] = a
 		}
-		tr, err = NewTCPTransport(TCPConfig{ID: cfg.ID, Listen: addr, Peers: all, Logger: cfg.Logger})
+		tr, err = NewTCPTransport(TCPConfig{ID: cfg.ID, Listen: addr, Peers: all, Logger: cfg.Logger, TLS: cfg.PeerTLS})
 		if err != nil {
 			return nil, err
 		}

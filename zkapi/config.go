@@ -20,7 +20,9 @@ type Config struct {
 	// 0xfffff). A larger frame closes its connection.
 	MaxBuffer int
 	// FourLetterWhitelist names the four-letter words served, like
-	// 4lw.commands.whitelist; nil serves every one, "*" too.
+	// 4lw.commands.whitelist; "*" serves every one. nil serves ZooKeeper
+	// 3.8's default, srvr only: cons, dump and others list session IDs
+	// and client addresses to anyone who can connect.
 	FourLetterWhitelist []string
 	// ReaperInterval is how often empty containers and expired TTL nodes
 	// are looked for (default 1s).

@@ -22,11 +22,14 @@ const version = "3.8.0-janus"
 // bytes of a connection.
 var fourLetterWords = []string{"conf", "cons", "crst", "dump", "envi", "gtmk", "ruok", "stmk", "srst", "srvr", "stat", "wchc", "wchp", "wchs", "mntr", "isro", "hash", "dirs"}
 
+// DefaultFourLetterWhitelist is ZooKeeper 3.8's 4lw.commands.whitelist.
+var DefaultFourLetterWhitelist = []string{"srvr"}
+
 // allowed reports whether a four-letter word is whitelisted.
 func (s *Server) allowed(cmd string) bool {
 	wl := s.cfg.FourLetterWhitelist
 	if wl == nil {
-		return true
+		wl = DefaultFourLetterWhitelist
 	}
 	for _, w := range wl {
 		if w == "*" || strings.TrimSpace(w) == cmd {
