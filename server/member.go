@@ -62,6 +62,17 @@ type MemberConfig struct {
 	// TrimInterval is how often the log is trimmed below what the state
 	// has made durable (default 1 minute).
 	TrimInterval time.Duration
+	// SpaceReserve is the free space, in bytes, the data directory's file
+	// system keeps: a write that would leave less is refused and raises
+	// this member's NOSPACE alarm (default 128 MiB, room for Badger to
+	// flush and compact its memtables). Badger writes through memory maps,
+	// where running out of disk kills the process, so the reserve is
+	// what makes a full disk an alarm instead.
+	SpaceReserve int64
+	// SpaceFault, if set, is asked before each log write; an error it
+	// returns (wrapping ENOSPC or EROFS) refuses the write as a full disk
+	// would. Tests use it to fill the disk on demand.
+	SpaceFault func() error
 	// ApplyFault, if set, is asked before each group of entries is
 	// applied, with the group's first index; an error it returns fails
 	// the apply as a failing disk would, and so stops the member. Tests
@@ -141,6 +152,9 @@ func OpenMember(cfg MemberConfig) (*Member, error) {
 	if cfg.TrimInterval <= 0 {
 		cfg.TrimInterval = time.Minute
 	}
+	if cfg.SpaceReserve <= 0 {
+		cfg.SpaceReserve = DefaultSpaceReserve
+	}
 	if cfg.Name == "" {
 		cfg.Name = fmt.Sprintf("janus-%d", cfg.ID)
 	}
@@ -187,6 +201,7 @@ func OpenMember(cfg MemberConfig) (*Member, error) {
 		HeartbeatInterval: cfg.HeartbeatInterval,
 		MaxDiffEntries:    cfg.MaxDiffEntries,
 		MaxEntrySize:      core.MaxOpBytes,
+		CheckSpace:        m.checkSpace,
 	}, &stateMachine{m: m})
 	if err != nil {
 		cancel()
@@ -346,6 +361,8 @@ func clusterErr(what string, err error) error {
 		return fmt.Errorf("%s: %w", what, core.ErrNoLeader)
 	case errors.Is(err, zab.ErrLeaderChanged):
 		return fmt.Errorf("%s: %w", what, core.ErrLeaderChanged)
+	case errors.Is(err, zab.ErrNoSpace):
+		return fmt.Errorf("%s: %w: %w", what, core.ErrNoSpace, err)
 	case errors.Is(err, zab.ErrStopped):
 		return fmt.Errorf("%s: %w: %w", what, core.ErrStopped, err)
 	}
@@ -358,6 +375,9 @@ func clusterErr(what string, err error) error {
 func (m *Member) Propose(ctx context.Context, op *core.Op) (*core.Result, error) {
 	if op.Alarm == nil && m.Corrupt() {
 		return nil, fmt.Errorf("propose: %w", core.ErrCorrupt)
+	}
+	if err := m.refuseIfFull(op); err != nil {
+		return nil, err
 	}
 	return m.propose(ctx, op)
 }

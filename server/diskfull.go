@@ -1,0 +1,75 @@
+package server
+
+import (
+	"fmt"
+
+	"github.com/januskv/janus/core"
+	"github.com/januskv/janus/internal/diskspace"
+)
+
+// DefaultSpaceReserve is MemberConfig.SpaceReserve's default: two of
+// Badger's 32 MiB memtables, one being flushed into a table while the
+// next fills, and a 64 MiB value log file.
+const DefaultSpaceReserve = 128 << 20
+
+// checkSpace is what zab asks before each log write: the test fault, then
+// whether the data directory keeps its reserve after need more bytes.
+// Entries are checked before they are logged because the state machine
+// cannot refuse them once committed, and Badger, which writes through
+// memory maps of sparse files, would die of a full disk rather than
+// return an error.
+func (m *Member) checkSpace(need int64) error {
+	if f := m.cfg.SpaceFault; f != nil {
+		if err := f(); err != nil {
+			return err
+		}
+	}
+	return diskspace.Check(m.cfg.DataDir, m.cfg.SpaceReserve, need)
+}
+
+// NoSpace returns why this member refuses writes for want of disk, or
+// nil: its data directory is below the reserve, read-only or gone. The
+// member then lists a NOSPACE alarm naming itself (a local alarm, not in
+// the log: a member whose disk is full could not log it, and it clears
+// itself once the disk takes writes again) and refuses client writes with
+// core.ErrNoSpace; it keeps serving reads.
+//
+// The reserve, not a retry of failed writes, is what keeps Badger alive:
+// when Badger cannot create a memtable it is left without one and ends
+// the process at its next write, and a write into a memory-mapped page
+// the disk has no block for is a SIGBUS.
+func (m *Member) NoSpace() error {
+	if err := m.checkSpace(0); diskspace.Unwritable(err) {
+		return err
+	}
+	// Any other failure to look (statfs failed otherwise) says nothing.
+	return nil
+}
+
+// localAlarms adds this member's NOSPACE alarm to the replicated ones
+// while NoSpace says so.
+func (m *Member) localAlarms(replicated []core.Alarm) []core.Alarm {
+	if m.NoSpace() == nil {
+		return replicated
+	}
+	own := core.Alarm{Member: m.cfg.ID, Type: core.AlarmNoSpace}
+	for _, a := range replicated {
+		if a == own {
+			return replicated
+		}
+	}
+	return append(replicated, own)
+}
+
+// refuseIfFull refuses a client write while this member cannot take it,
+// before anything is proposed, so that a write forwarded to the leader
+// is not committed by the others while this member cannot apply it.
+func (m *Member) refuseIfFull(op *core.Op) error {
+	if op.Alarm != nil {
+		return nil // disarming must stay possible
+	}
+	if err := m.NoSpace(); err != nil {
+		return fmt.Errorf("propose: %w: %w", core.ErrNoSpace, err)
+	}
+	return nil
+}

@@ -1,0 +1,195 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/sys/unix"
+
+	"github.com/januskv/janus/core"
+	"github.com/januskv/janus/internal/testlog"
+)
+
+// diskFault is a SpaceFault a test fills and empties.
+type diskFault struct{ full atomic.Bool }
+
+func (d *diskFault) check() error {
+	if d.full.Load() {
+		return fmt.Errorf("test disk: %w", unix.ENOSPC)
+	}
+	return nil
+}
+
+// A member whose disk fills raises its own NOSPACE alarm, refuses writes
+// with etcd's "database space exceeded" and keeps serving reads; once the
+// disk takes writes again the alarm is gone and writes go through, with no
+// restart, and no acknowledged write is lost.
+func TestDiskFullIsAnAlarmNotADeath(t *testing.T) {
+	dir := t.TempDir()
+	var disk diskFault
+	m, err := OpenMember(MemberConfig{DataDir: dir, Logger: testlog.New(t), SpaceFault: disk.check})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { m.Close() }()
+	faces := startFaces(t, m)
+	cli := faces.etcdClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var acked []string
+	put := func(k string) error {
+		_, err := cli.Put(ctx, k, "v-"+k)
+		if err == nil {
+			acked = append(acked, k)
+		}
+		return err
+	}
+	for i := range 3 {
+		if err := put(fmt.Sprintf("/before/%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A ZooKeeper session opened before the disk fills keeps reading; a new
+	// one cannot start, since a session is a lease grant, a write (as
+	// etcd refuses LeaseGrant under NOSPACE).
+	zc, events, err := zk.Connect([]string{faces.zkAddr}, 5*time.Second, zk.WithLogger(quietLogger{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zc.Close()
+	for ev := range events {
+		if ev.State == zk.StateHasSession {
+			break
+		}
+	}
+
+	disk.full.Store(true)
+	err = put("/refused")
+	if err == nil || !strings.Contains(err.Error(), "etcdserver: mvcc: database space exceeded") {
+		t.Fatalf("put on a full disk: %v, want etcd's database space exceeded", err)
+	}
+	if _, err := m.Propose(ctx, putOp("/refused2", "v", 0)); !errors.Is(err, core.ErrNoSpace) {
+		t.Fatalf("Propose on a full disk: %v, want core.ErrNoSpace", err)
+	}
+	resp, err := cli.Get(ctx, "/before/", clientv3.WithPrefix())
+	if err != nil || len(resp.Kvs) != 3 {
+		t.Fatalf("read on a full disk: %v, %d keys; want the 3 written", err, len(resp.Kvs))
+	}
+	st := m.Status()
+	if st.Err != nil || st.Serving() || !slices.Contains(st.Alarms, "NOSPACE") {
+		t.Fatalf("status on a full disk: err %v, alarms %v, serving %v; want running, NOSPACE, not serving",
+			st.Err, st.Alarms, st.Serving())
+	}
+	if out := etcdctl(t, faces.etcdAddr, "alarm", "list"); !strings.Contains(out, "memberID:1 alarm:NOSPACE") {
+		t.Errorf("etcdctl alarm list on a full disk: %q, want this member's NOSPACE", out)
+	}
+	if out := fourLetter(t, faces.zkAddr, "mntr"); !strings.Contains(out, "NOSPACE") {
+		t.Errorf("mntr on a full disk does not show NOSPACE:\n%s", out)
+	}
+	if data, _, err := zc.Get("/before/0"); err != nil || string(data) != "v-/before/0" {
+		t.Errorf("ZooKeeper read on a full disk: %q, %v", data, err)
+	}
+
+	disk.full.Store(false)
+	if err := put("/after"); err != nil {
+		t.Fatalf("put after space returned: %v", err)
+	}
+	if st := m.Status(); !st.Serving() || len(st.Alarms) != 0 {
+		t.Fatalf("status after space returned: alarms %v, serving %v", st.Alarms, st.Serving())
+	}
+	if out := etcdctl(t, faces.etcdAddr, "alarm", "list"); strings.TrimSpace(out) != "" {
+		t.Errorf("etcdctl alarm list after space returned: %q, want none", out)
+	}
+
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m = openTestMember(t, dir, nil)
+	v, err := m.Read(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	for _, k := range acked {
+		if n := mustNode(t, v, k); n == nil || string(n.Value) != "v-"+k {
+			t.Errorf("acknowledged %s after restart: %+v", k, n)
+		}
+	}
+	for _, k := range []string{"/refused", "/refused2"} {
+		if n := mustNode(t, v, k); n != nil {
+			t.Errorf("refused write %s is in the state", k)
+		}
+	}
+}
+
+// A follower whose disk fills holds what it receives and refuses its own
+// clients' writes, while the other two members keep committing; once its
+// disk takes writes again it catches up without a restart.
+func TestFollowerWithAFullDiskCatchesUp(t *testing.T) {
+	c := newReplicaCluster(t)
+	// Which member's disk fills is decided once a leader is known.
+	var disk diskFault
+	var target atomic.Uint64
+	for id := uint64(1); id <= 3; id++ {
+		c.start(id, func(cfg *MemberConfig) {
+			cfg.SpaceFault = func() error {
+				if target.Load() != id {
+					return nil
+				}
+				return disk.check()
+			}
+		})
+	}
+	c.propose(c.members[1], putOp("/a", "1", 0))
+	c.settle()
+	var leader, full *Member
+	for _, m := range c.members {
+		if m.Status().LeaderID == m.cfg.ID {
+			leader = m
+		} else {
+			full = m
+		}
+	}
+	if leader == nil {
+		t.Fatal("no leader after a commit")
+	}
+	target.Store(full.cfg.ID)
+	disk.full.Store(true)
+	for i := range 20 {
+		c.propose(leader, putOp(fmt.Sprintf("/k%d", i), "v", 0))
+	}
+	if _, err := full.Propose(context.Background(), putOp("/refused", "v", 0)); !errors.Is(err, core.ErrNoSpace) {
+		t.Fatalf("write through the full member: %v, want core.ErrNoSpace", err)
+	}
+	if !slices.Contains(full.Status().Alarms, "NOSPACE") || full.Status().Err != nil {
+		t.Fatalf("full member's status: %+v", full.Status())
+	}
+	v, err := full.Read(context.Background(), 0)
+	if err != nil {
+		t.Fatalf("read on the full member: %v", err)
+	}
+	mustNode(t, v, "/a")
+	v.Close()
+
+	disk.full.Store(false)
+	c.settle()
+	v, err = full.Read(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	for i := range 20 {
+		if n := mustNode(t, v, fmt.Sprintf("/k%d", i)); n == nil {
+			t.Errorf("/k%d missing on the member whose disk was full", i)
+		}
+	}
+}
