@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -15,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/januskv/janus/core"
+	"github.com/januskv/janus/internal/testenv"
 	"github.com/januskv/janus/internal/testlog"
 )
 
@@ -192,4 +195,63 @@ func TestFollowerWithAFullDiskCatchesUp(t *testing.T) {
 			t.Errorf("/k%d missing on the member whose disk was full", i)
 		}
 	}
+}
+
+// On a real small file system, filling it below the reserve raises
+// NOSPACE and refuses writes while reads go on, and freeing space clears
+// it, with no restart. (A tmpfs cannot be remounted read-only while Badger
+// holds files open for writing; diskspace's tests cover a read-only
+// mount.)
+func TestDiskFullOnATmpfs(t *testing.T) {
+	const reserve = 32 << 20
+	mnt := testenv.MountTmpfs(t, 128<<20)
+	dir := filepath.Join(mnt, "data")
+	m, err := OpenMember(MemberConfig{DataDir: dir, Logger: testlog.New(t), SpaceReserve: reserve})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx := context.Background()
+	if _, err := m.Propose(ctx, putOp("/a", "1", 0)); err != nil {
+		t.Fatal(err)
+	}
+	refused := func(why string) {
+		t.Helper()
+		if _, err := m.Propose(ctx, putOp("/refused", "v", 0)); !errors.Is(err, core.ErrNoSpace) {
+			t.Fatalf("write with the disk %s: %v, want core.ErrNoSpace", why, err)
+		}
+		if st := m.Status(); st.Err != nil || !slices.Contains(st.Alarms, "NOSPACE") {
+			t.Fatalf("status with the disk %s: err %v, alarms %v", why, st.Err, st.Alarms)
+		}
+		v, err := m.Read(ctx, 0)
+		if err != nil {
+			t.Fatalf("read with the disk %s: %v", why, err)
+		}
+		defer v.Close()
+		if n := mustNode(t, v, "/a"); n == nil {
+			t.Fatalf("/a missing with the disk %s", why)
+		}
+	}
+	accepted := func(key string) {
+		t.Helper()
+		if _, err := m.Propose(ctx, putOp(key, "v", 0)); err != nil {
+			t.Fatalf("write %s: %v", key, err)
+		}
+		if st := m.Status(); len(st.Alarms) != 0 {
+			t.Fatalf("alarms %v after a write went through", st.Alarms)
+		}
+	}
+
+	// Full to within half the reserve: Badger keeps room it may still need.
+	filler := filepath.Join(mnt, "filler")
+	n := testenv.FillDisk(t, filler)
+	if err := os.Truncate(filler, n-reserve/2); err != nil {
+		t.Fatal(err)
+	}
+	refused("below its reserve")
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	accepted("/after-full")
+
 }
