@@ -26,4 +26,3 @@ func TestCloseReturnsWhenBadgerCannotFlush(t *testing.T) {
 		t.Fatalf("Close gave up by its timeout, not on Badger's report of the failed flush: %v", err)
 	}
 }
-
