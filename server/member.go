@@ -295,9 +295,24 @@ func (s *stateMachine) ApplyWhen(entries []zab.Entry, durable func() error) ([]a
 		seg := ces[:n]
 		ces = ces[n:]
 		ref, hub := m.current()
-		results, batches, err := ref.st.ApplyWhen(seg, durable)
+		start, waited := time.Now(), time.Duration(0)
+		ready := durable
+		if ready != nil {
+			// The wait for the log's flush is the log's time, not apply's.
+			ready = func() error {
+				t := time.Now()
+				defer func() { waited = time.Since(t) }()
+				return durable()
+			}
+		}
+		results, batches, err := ref.st.ApplyWhen(seg, ready)
 		if err != nil {
 			return nil, err
+		}
+		if took := time.Since(start) - waited; took > slowApplyWarning {
+			// etcd's warning, with its fields, so that the same alert fires.
+			m.log.Warn("apply request took too long", "took", took, "expected-duration", slowApplyWarning,
+				"prefix", "", "request", fmt.Sprintf("entries %d-%d", seg[0].Index, seg[len(seg)-1].Index))
 		}
 		durable = nil // it covered every entry handed over
 		hub.Publish(batches)
@@ -335,6 +350,10 @@ func (s *stateMachine) SkipTo(index uint64) error {
 	ref, _ := s.m.current()
 	return ref.st.SkipTo(index)
 }
+
+// slowApplyWarning is how long applying a group may take before it is
+// logged, etcd's expected duration for applying a request.
+const slowApplyWarning = 100 * time.Millisecond
 
 // history adapts the store's event log to the hub.
 type history struct{ st *store.Store }

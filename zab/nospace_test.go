@@ -300,3 +300,45 @@ func TestMemberOnAFullTmpfs(t *testing.T) {
 	}
 	t.Logf("%d entries acknowledged before the disk filled", len(acked))
 }
+
+// slowSyncFS is a filesystem whose fdatasync takes longer than etcd's
+// expected duration.
+type slowSyncFS struct{ fileSystem }
+
+func (fsys slowSyncFS) OpenFile(path string, flag int) (logFile, error) {
+	f, err := fsys.fileSystem.OpenFile(path, flag)
+	if err != nil {
+		return nil, err
+	}
+	return slowSyncFile{f}, nil
+}
+
+type slowSyncFile struct{ logFile }
+
+func (f slowSyncFile) Datasync() error {
+	time.Sleep(slowSyncWarning + 10*time.Millisecond) // a lower bound: never flaky
+	return f.logFile.Datasync()
+}
+
+// A slow fdatasync is logged the way etcd logs it, so that alerts written
+// for etcd fire.
+func TestSlowFdatasyncIsLoggedLikeEtcd(t *testing.T) {
+	var logs logBuffer
+	w, err := openWAL(slowSyncFS{osFS{}}, t.TempDir(), logs.logger(), 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	if err := w.reset(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.append(walEntries(1, 1, 1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	out := logs.String()
+	for _, want := range []string{`msg="slow fdatasync"`, "took=", "expected-duration=1s"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %s:\n%s", want, out)
+		}
+	}
+}
