@@ -134,10 +134,18 @@ func TestDiskFullIsAnAlarmNotADeath(t *testing.T) {
 	}
 }
 
-// A follower whose disk fills holds what it receives and refuses its own
-// clients' writes, while the other two members keep committing; once its
-// disk takes writes again it catches up without a restart.
-func TestFollowerWithAFullDiskCatchesUp(t *testing.T) {
+// A member whose disk fills, follower or leader, holds what it receives
+// and refuses its own clients' writes, while the other two keep
+// committing (writes through a leader whose disk is full are committed by
+// its followers); once its disk takes writes again it catches up without
+// a restart.
+func TestMemberWithAFullDiskCatchesUp(t *testing.T) {
+	for _, role := range []string{"follower", "leader"} {
+		t.Run(role, func(t *testing.T) { testFullDiskCatchesUp(t, role == "leader") })
+	}
+}
+
+func testFullDiskCatchesUp(t *testing.T, fullLeader bool) {
 	c := newReplicaCluster(t)
 	// Which member's disk fills is decided once a leader is known.
 	var disk diskFault
@@ -154,21 +162,26 @@ func TestFollowerWithAFullDiskCatchesUp(t *testing.T) {
 	}
 	c.propose(c.members[1], putOp("/a", "1", 0))
 	c.settle()
-	var leader, full *Member
+	var leader *Member
+	var followers []*Member
 	for _, m := range c.members {
 		if m.Status().LeaderID == m.cfg.ID {
 			leader = m
 		} else {
-			full = m
+			followers = append(followers, m)
 		}
 	}
-	if leader == nil {
+	if leader == nil || len(followers) != 2 {
 		t.Fatal("no leader after a commit")
+	}
+	full, writer := followers[0], leader
+	if fullLeader {
+		full, writer = leader, followers[0]
 	}
 	target.Store(full.cfg.ID)
 	disk.full.Store(true)
 	for i := range 20 {
-		c.propose(leader, putOp(fmt.Sprintf("/k%d", i), "v", 0))
+		c.propose(writer, putOp(fmt.Sprintf("/k%d", i), "v", 0))
 	}
 	if _, err := full.Propose(context.Background(), putOp("/refused", "v", 0)); !errors.Is(err, core.ErrNoSpace) {
 		t.Fatalf("write through the full member: %v, want core.ErrNoSpace", err)
@@ -194,6 +207,9 @@ func TestFollowerWithAFullDiskCatchesUp(t *testing.T) {
 		if n := mustNode(t, v, fmt.Sprintf("/k%d", i)); n == nil {
 			t.Errorf("/k%d missing on the member whose disk was full", i)
 		}
+	}
+	if n := mustNode(t, v, "/refused"); n != nil {
+		t.Error("the refused write was committed")
 	}
 }
 
