@@ -39,11 +39,19 @@ func (m *Member) checkSpace(need int64) error {
 // the process at its next write, and a write into a memory-mapped page
 // the disk has no block for is a SIGBUS.
 func (m *Member) NoSpace() error {
-	if err := m.checkSpace(0); diskspace.Unwritable(err) {
-		return err
+	err := m.checkSpace(0)
+	if !diskspace.Unwritable(err) {
+		// Any other failure to look (statfs failed otherwise) says nothing.
+		err = nil
 	}
-	// Any other failure to look (statfs failed otherwise) says nothing.
-	return nil
+	if full := err != nil; m.noSpace.Swap(full) != full {
+		if full {
+			m.log.Warn("NOSPACE: data directory full, read-only or gone; refusing writes, serving reads", "err", err)
+		} else {
+			m.log.Warn("NOSPACE cleared: the data directory takes writes again")
+		}
+	}
+	return err
 }
 
 // localAlarms adds this member's NOSPACE alarm to the replicated ones

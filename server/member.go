@@ -121,6 +121,9 @@ type Member struct {
 	// alarms are the active alarms of the current state (core.Meta).
 	alarms  atomic.Pointer[[]core.Alarm]
 	checker *corruptChecker
+	// noSpace is what NoSpace last found, so that each change is logged
+	// once.
+	noSpace atomic.Bool
 
 	cancel context.CancelFunc
 	bg     sync.WaitGroup // role follower, lessor, retiring stores

@@ -72,7 +72,7 @@ func (lw *logWriter) run() {
 		if refusedForSpace(err) {
 			lw.mu.Lock()
 			if lw.noSpace == nil {
-				lw.wal.logger.Error("log disk full or read-only: refusing writes (NOSPACE), holding received entries until it takes them",
+				lw.wal.logger.Warn("log disk full or read-only: refusing writes (NOSPACE), holding received entries until it takes them",
 					"first_index", batch[0].Index, "err", err)
 			}
 			lw.noSpace = err

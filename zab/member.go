@@ -814,7 +814,7 @@ func (m *Member) setNoSpace(err error) {
 	}
 	old = m.noSpace.Swap(&err)
 	if old == nil {
-		m.logger.Error("log disk full or read-only: refusing writes (NOSPACE) until it takes them again, still serving reads",
+		m.logger.Warn("log disk full or read-only: refusing writes (NOSPACE) until it takes them again, still serving reads",
 			"err", err)
 	}
 }
