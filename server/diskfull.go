@@ -13,18 +13,23 @@ import (
 const DefaultSpaceReserve = 128 << 20
 
 // checkSpace is what zab asks before each log write: the test fault, then
-// whether the data directory keeps its reserve after need more bytes.
-// Entries are checked before they are logged because the state machine
-// cannot refuse them once committed, and Badger, which writes through
-// memory maps of sparse files, would die of a full disk rather than
-// return an error.
+// whether the data directory keeps half its reserve after need more
+// bytes. Entries are checked before they are logged because the state
+// machine cannot refuse them once committed, and Badger, which writes
+// through memory maps of sparse files, would die of a full disk rather
+// than return an error. The other half is for the writes that free space
+// (see refuseIfFull), which only this check stops.
 func (m *Member) checkSpace(need int64) error {
+	return m.checkReserve(m.cfg.SpaceReserve/2, need)
+}
+
+func (m *Member) checkReserve(reserve, need int64) error {
 	if f := m.cfg.SpaceFault; f != nil {
 		if err := f(); err != nil {
 			return err
 		}
 	}
-	return diskspace.Check(m.cfg.DataDir, m.cfg.SpaceReserve, need)
+	return diskspace.Check(m.cfg.DataDir, reserve, need)
 }
 
 // NoSpace returns why this member refuses writes for want of disk, or
@@ -39,7 +44,7 @@ func (m *Member) checkSpace(need int64) error {
 // the process at its next write, and a write into a memory-mapped page
 // the disk has no block for is a SIGBUS.
 func (m *Member) NoSpace() error {
-	err := m.checkSpace(0)
+	err := m.checkReserve(m.cfg.SpaceReserve, 0)
 	if !diskspace.Unwritable(err) {
 		// Any other failure to look (statfs failed otherwise) says nothing.
 		err = nil
@@ -69,15 +74,48 @@ func (m *Member) localAlarms(replicated []core.Alarm) []core.Alarm {
 	return append(replicated, own)
 }
 
-// refuseIfFull refuses a client write while this member cannot take it,
-// before anything is proposed, so that a write forwarded to the leader
-// is not committed by the others while this member cannot apply it.
+// refuseIfFull refuses a client write that would grow the state while
+// NoSpace holds, before anything is proposed, so that a write forwarded
+// to the leader is not committed by the others while this member cannot
+// apply it. Writes that free space (freesSpace) go on until the log's own
+// check, at half the reserve, stops them too.
 func (m *Member) refuseIfFull(op *core.Op) error {
-	if op.Alarm != nil {
-		return nil // disarming must stay possible
+	if freesSpace(op) {
+		return nil
 	}
 	if err := m.NoSpace(); err != nil {
 		return fmt.Errorf("propose: %w: %w", core.ErrNoSpace, err)
 	}
 	return nil
+}
+
+// freesSpace reports whether op can only shrink the state or leaves it
+// as it is: deletes, reads, lease revokes, compaction, alarm changes and
+// corruption checks, which etcd too lets through under NOSPACE (its
+// quota refuses puts, Txns with puts and lease grants).
+func freesSpace(op *core.Op) bool {
+	switch {
+	case op.Txn != nil:
+		return txnFreesSpace(op.Txn)
+	case op.LeaseGrant != nil:
+		return false
+	}
+	return true
+}
+
+func txnFreesSpace(t *core.Txn) bool {
+	for _, ops := range [][]core.TxnOp{t.Success, t.Failure} {
+		for _, o := range ops {
+			switch o.Kind {
+			case core.OpRange, core.OpGet, core.OpCheck, core.OpDeleteRange, core.OpDelete:
+			case core.OpTxn:
+				if o.Txn != nil && !txnFreesSpace(o.Txn) {
+					return false
+				}
+			default:
+				return false
+			}
+		}
+	}
+	return true
 }

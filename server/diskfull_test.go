@@ -214,8 +214,8 @@ func testFullDiskCatchesUp(t *testing.T, fullLeader bool) {
 }
 
 // On a real small file system, filling it below the reserve raises
-// NOSPACE and refuses writes while reads go on, and freeing space clears
-// it, with no restart. (A tmpfs cannot be remounted read-only while Badger
+// NOSPACE and refuses writes that grow the state while reads and deletes
+// go on, and freeing space clears it, with no restart. (A tmpfs cannot be remounted read-only while Badger
 // holds files open for writing; diskspace's tests cover a read-only
 // mount.)
 func TestDiskFullOnATmpfs(t *testing.T) {
@@ -228,8 +228,10 @@ func TestDiskFullOnATmpfs(t *testing.T) {
 	}
 	defer m.Close()
 	ctx := context.Background()
-	if _, err := m.Propose(ctx, putOp("/a", "1", 0)); err != nil {
-		t.Fatal(err)
+	for _, k := range []string{"/a", "/b"} {
+		if _, err := m.Propose(ctx, putOp(k, "1", 0)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	refused := func(why string) {
 		t.Helper()
@@ -258,16 +260,47 @@ func TestDiskFullOnATmpfs(t *testing.T) {
 		}
 	}
 
-	// Full to within half the reserve: Badger keeps room it may still need.
+	// Full to within three quarters of the reserve: deletes still go
+	// through (they use the lower half).
 	filler := filepath.Join(mnt, "filler")
 	n := testenv.FillDisk(t, filler)
-	if err := os.Truncate(filler, n-reserve/2); err != nil {
+	if err := os.Truncate(filler, n-reserve*3/4); err != nil {
 		t.Fatal(err)
 	}
 	refused("below its reserve")
+	del := &core.Op{Txn: &core.Txn{Success: []core.TxnOp{{Kind: core.OpDelete, Key: []byte("/b"), ExpectedVersion: -1}}}}
+	if res, err := m.Propose(ctx, del); err != nil || res.Err != nil {
+		t.Fatalf("delete below the reserve: %v, %v; want it to go through", err, res)
+	}
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
 	accepted("/after-full")
 
+}
+
+func TestFreesSpace(t *testing.T) {
+	del := core.TxnOp{Kind: core.OpDeleteRange, Key: []byte("a"), End: []byte("b")}
+	put := core.TxnOp{Kind: core.OpPut, Key: []byte("a"), Value: []byte("v")}
+	rng := core.TxnOp{Kind: core.OpRange, Key: []byte("a")}
+	for _, tc := range []struct {
+		name string
+		op   *core.Op
+		want bool
+	}{
+		{"put", putOp("/a", "v", 0), false},
+		{"delete", &core.Op{Txn: &core.Txn{Success: []core.TxnOp{del}}}, true},
+		{"txn deleting or reading", &core.Op{Txn: &core.Txn{Success: []core.TxnOp{del}, Failure: []core.TxnOp{rng}}}, true},
+		{"txn putting on failure", &core.Op{Txn: &core.Txn{Success: []core.TxnOp{del}, Failure: []core.TxnOp{put}}}, false},
+		{"nested txn with a put", &core.Op{Txn: &core.Txn{Success: []core.TxnOp{{Kind: core.OpTxn, Txn: &core.Txn{Success: []core.TxnOp{put}}}}}}, false},
+		{"zookeeper create", &core.Op{Txn: &core.Txn{Success: []core.TxnOp{{Kind: core.OpCreate, Key: []byte("/a")}}}}, false},
+		{"lease grant", &core.Op{LeaseGrant: &core.LeaseGrant{ID: 1, TTL: 10}}, false},
+		{"lease revoke", &core.Op{LeaseRevoke: &core.LeaseRevoke{ID: 1}}, true},
+		{"compact", &core.Op{Compact: &core.Compact{Rev: 2}}, true},
+		{"alarm disarm", &core.Op{Alarm: &core.AlarmChange{Alarm: core.Alarm{Member: 1, Type: core.AlarmNoSpace}}}, true},
+	} {
+		if got := freesSpace(tc.op); got != tc.want {
+			t.Errorf("%s: freesSpace = %v, want %v", tc.name, got, tc.want)
+		}
+	}
 }

@@ -63,9 +63,10 @@ type MemberConfig struct {
 	// has made durable (default 1 minute).
 	TrimInterval time.Duration
 	// SpaceReserve is the free space, in bytes, the data directory's file
-	// system keeps: a write that would leave less is refused and raises
-	// this member's NOSPACE alarm (default 128 MiB, room for Badger to
-	// flush and compact its memtables). Badger writes through memory maps,
+	// system keeps: below it this member raises its NOSPACE alarm and
+	// refuses writes that grow the state; writes that free space go on
+	// until half of it is used (default 128 MiB, room for Badger to flush
+	// and compact its memtables). Badger writes through memory maps,
 	// where running out of disk kills the process, so the reserve is
 	// what makes a full disk an alarm instead.
 	SpaceReserve int64
