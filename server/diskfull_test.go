@@ -101,6 +101,13 @@ func TestDiskFullIsAnAlarmNotADeath(t *testing.T) {
 	if data, _, err := zc.Get("/before/0"); err != nil || string(data) != "v-/before/0" {
 		t.Errorf("ZooKeeper read on a full disk: %q, %v", data, err)
 	}
+	// As a ZooKeeper server whose log cannot be written drops its
+	// clients: the client sees its connection lost.
+	if _, err := zc.Create("/zk-refused", nil, 0, zk.WorldACL(zk.PermAll)); err == nil {
+		t.Error("ZooKeeper create on a full disk succeeded")
+	} else {
+		t.Logf("ZooKeeper create on a full disk: %v", err)
+	}
 
 	disk.full.Store(false)
 	if err := put("/after"); err != nil {
@@ -127,7 +134,7 @@ func TestDiskFullIsAnAlarmNotADeath(t *testing.T) {
 			t.Errorf("acknowledged %s after restart: %+v", k, n)
 		}
 	}
-	for _, k := range []string{"/refused", "/refused2"} {
+	for _, k := range []string{"/refused", "/refused2", "/zk-refused"} {
 		if n := mustNode(t, v, k); n != nil {
 			t.Errorf("refused write %s is in the state", k)
 		}
