@@ -12,6 +12,7 @@ import (
 
 	"github.com/januskv/janus/core"
 	"github.com/januskv/janus/internal/tlsfiles"
+	"github.com/januskv/janus/server"
 )
 
 // Config is everything the command line sets.
@@ -42,6 +43,9 @@ type Config struct {
 	// InitialCorruptCheck feature): 0 turns the periodic check off.
 	CorruptCheckTime    time.Duration
 	InitialCorruptCheck bool
+	// SpaceReserve is the free space the data directory keeps (see
+	// server.MemberConfig.SpaceReserve).
+	SpaceReserve int64
 
 	// etcd face
 	MaxRequestBytes     int
@@ -115,6 +119,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	for _, name := range []string{"initial-corrupt-check", "experimental-initial-corrupt-check"} {
 		fs.BoolVar(&cfg.InitialCorruptCheck, name, true, "compare this member's state with the others' as soon as it starts")
 	}
+	fs.Int64Var(&cfg.SpaceReserve, "space-reserve-bytes", server.DefaultSpaceReserve, "free space the data directory keeps: below it this member raises NOSPACE and refuses writes until space is freed (room for Badger to flush and compact)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	fs.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", 1536*1024, "largest etcd request accepted, in bytes")
 	fs.DurationVar(&cfg.WatchProgressNotify, "watch-progress-notify-interval", 10*time.Minute, "how often etcd watches with progress_notify get a progress notification")
@@ -176,6 +181,9 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	}
 	if cfg.CorruptCheckTime < 0 {
 		return cfg, errors.New("--corrupt-check-time must not be negative (0 turns the check off)")
+	}
+	if cfg.SpaceReserve <= 0 {
+		return cfg, errors.New("--space-reserve-bytes must be positive")
 	}
 	if cfg.MaxDiffEntries <= 0 {
 		return cfg, errors.New("--max-diff-entries must be positive")

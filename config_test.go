@@ -123,3 +123,32 @@ func TestUnreadableCertificateStopsStart(t *testing.T) {
 		t.Fatalf("startNode with a missing certificate: %v", err)
 	}
 }
+
+func TestSpaceReserveFlag(t *testing.T) {
+	tests := []struct {
+		args    []string
+		want    int64
+		wantErr string
+	}{
+		{nil, 128 << 20, ""},
+		{[]string{"--space-reserve-bytes", "1048576"}, 1 << 20, ""},
+		{[]string{"--space-reserve-bytes", "0"}, 0, "must be positive"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			cfg, err := parseFlags(tt.args, io.Discard)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got %v, want an error mentioning %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.SpaceReserve != tt.want {
+				t.Fatalf("reserve %d, want %d", cfg.SpaceReserve, tt.want)
+			}
+		})
+	}
+}

@@ -123,6 +123,7 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 		ApplyFault:           cfg.applyFault,
 		CorruptCheckInterval: cfg.CorruptCheckTime,
 		InitialCorruptCheck:  cfg.InitialCorruptCheck,
+		SpaceReserve:         cfg.SpaceReserve,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)

@@ -232,6 +232,8 @@ func grpcError(err error) error {
 		return rpctypes.ErrGRPCLeaderChanged
 	case errors.Is(err, core.ErrCorrupt):
 		return rpctypes.ErrGRPCCorrupt
+	case errors.Is(err, core.ErrNoSpace):
+		return rpctypes.ErrGRPCNoSpace
 	}
 	return status.Error(codes.Unknown, err.Error())
 }

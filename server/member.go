@@ -64,6 +64,18 @@ type MemberConfig struct {
 	// TrimInterval is how often the log is trimmed below what the state
 	// has made durable (default 1 minute).
 	TrimInterval time.Duration
+	// SpaceReserve is the free space, in bytes, the data directory's file
+	// system keeps: below it this member raises its NOSPACE alarm and
+	// refuses writes that grow the state; writes that free space go on
+	// until half of it is used (default 128 MiB, room for Badger to flush
+	// and compact its memtables). Badger writes through memory maps,
+	// where running out of disk kills the process, so the reserve is
+	// what makes a full disk an alarm instead.
+	SpaceReserve int64
+	// SpaceFault, if set, is asked before each log write; an error it
+	// returns (wrapping ENOSPC or EROFS) refuses the write as a full disk
+	// would. Tests use it to fill the disk on demand.
+	SpaceFault func() error
 	// ApplyFault, if set, is asked before each group of entries is
 	// applied, with the group's first index; an error it returns fails
 	// the apply as a failing disk would, and so stops the member. Tests
@@ -112,6 +124,9 @@ type Member struct {
 	// alarms are the active alarms of the current state (core.Meta).
 	alarms  atomic.Pointer[[]core.Alarm]
 	checker *corruptChecker
+	// noSpace is what NoSpace last found, so that each change is logged
+	// once.
+	noSpace atomic.Bool
 
 	cancel context.CancelFunc
 	bg     sync.WaitGroup // role follower, lessor, retiring stores
@@ -142,6 +157,9 @@ func OpenMember(cfg MemberConfig) (*Member, error) {
 	}
 	if cfg.TrimInterval <= 0 {
 		cfg.TrimInterval = time.Minute
+	}
+	if cfg.SpaceReserve <= 0 {
+		cfg.SpaceReserve = DefaultSpaceReserve
 	}
 	if cfg.Name == "" {
 		cfg.Name = fmt.Sprintf("janus-%d", cfg.ID)
@@ -190,6 +208,7 @@ func OpenMember(cfg MemberConfig) (*Member, error) {
 		HeartbeatInterval: cfg.HeartbeatInterval,
 		MaxDiffEntries:    cfg.MaxDiffEntries,
 		MaxEntrySize:      core.MaxOpBytes,
+		CheckSpace:        m.checkSpace,
 	}, &stateMachine{m: m})
 	if err != nil {
 		cancel()
@@ -283,9 +302,24 @@ func (s *stateMachine) ApplyWhen(entries []zab.Entry, durable func() error) ([]a
 		seg := ces[:n]
 		ces = ces[n:]
 		ref, hub := m.current()
-		results, batches, err := ref.st.ApplyWhen(seg, durable)
+		start, waited := time.Now(), time.Duration(0)
+		ready := durable
+		if ready != nil {
+			// The wait for the log's flush is the log's time, not apply's.
+			ready = func() error {
+				t := time.Now()
+				defer func() { waited = time.Since(t) }()
+				return durable()
+			}
+		}
+		results, batches, err := ref.st.ApplyWhen(seg, ready)
 		if err != nil {
 			return nil, err
+		}
+		if took := time.Since(start) - waited; took > slowApplyWarning {
+			// etcd's warning, with its fields, so that the same alert fires.
+			m.log.Warn("apply request took too long", "took", took, "expected-duration", slowApplyWarning,
+				"prefix", "", "request", fmt.Sprintf("entries %d-%d", seg[0].Index, seg[len(seg)-1].Index))
 		}
 		durable = nil // it covered every entry handed over
 		hub.Publish(batches)
@@ -324,6 +358,10 @@ func (s *stateMachine) SkipTo(index uint64) error {
 	return ref.st.SkipTo(index)
 }
 
+// slowApplyWarning is how long applying a group may take before it is
+// logged, etcd's expected duration for applying a request.
+const slowApplyWarning = 100 * time.Millisecond
+
 // history adapts the store's event log to the hub.
 type history struct{ st *store.Store }
 
@@ -349,6 +387,8 @@ func clusterErr(what string, err error) error {
 		return fmt.Errorf("%s: %w", what, core.ErrNoLeader)
 	case errors.Is(err, zab.ErrLeaderChanged):
 		return fmt.Errorf("%s: %w", what, core.ErrLeaderChanged)
+	case errors.Is(err, zab.ErrNoSpace):
+		return fmt.Errorf("%s: %w: %w", what, core.ErrNoSpace, err)
 	case errors.Is(err, zab.ErrStopped):
 		return fmt.Errorf("%s: %w: %w", what, core.ErrStopped, err)
 	}
@@ -361,6 +401,9 @@ func clusterErr(what string, err error) error {
 func (m *Member) Propose(ctx context.Context, op *core.Op) (*core.Result, error) {
 	if op.Alarm == nil && m.Corrupt() {
 		return nil, fmt.Errorf("propose: %w", core.ErrCorrupt)
+	}
+	if err := m.refuseIfFull(op); err != nil {
+		return nil, err
 	}
 	return m.propose(ctx, op)
 }

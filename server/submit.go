@@ -14,6 +14,9 @@ func (m *Member) Submit(ctx context.Context, op *core.Op) (core.Pending, error) 
 	if op.Alarm == nil && m.Corrupt() {
 		return nil, fmt.Errorf("propose: %w", core.ErrCorrupt)
 	}
+	if err := m.refuseIfFull(op); err != nil {
+		return nil, err
+	}
 	p, err := m.zab.Submit(ctx, core.EncodeOp(op))
 	if err != nil {
 		return nil, clusterErr("propose", err)

@@ -191,7 +191,7 @@ func openReplicated(cfg Config, sm StateMachine, lock *dirLock) (*Member, error)
 		rpcs:       make(map[uint64]*rpcWait),
 	}
 	r.apply.init()
-	r.lw = newLogWriter(w, w.lastIndex)
+	r.lw = newLogWriter(w, w.lastIndex, cfg.CheckSpace, cfg.NoSpaceRetry)
 	for id := range cfg.Peers {
 		r.voters = append(r.voters, id)
 		if id != cfg.ID {
@@ -235,6 +235,11 @@ func openReplicated(cfg Config, sm StateMachine, lock *dirLock) (*Member, error)
 // proposes (leader) or forwards (follower) proposals in queue order.
 func (r *replica) submit(ctx context.Context, data []byte, leaderEpoch uint32) (*proposal, error) {
 	m := r.m
+	if err := r.lw.noSpaceErr(); err != nil {
+		// This member could not log (or so apply) the entry: refuse it
+		// here rather than commit it elsewhere and wait.
+		return nil, fmt.Errorf("%w: %w", ErrNoSpace, err)
+	}
 	p := &proposal{ctx: ctx, data: append([]byte(nil), data...), done: make(chan result, 1), leaderEpoch: leaderEpoch}
 	r.wmu.Lock()
 	r.reqSeq++
