@@ -19,8 +19,11 @@ type Config struct {
 	EtcdListen string
 	ZKListen   string
 	HTTPListen string
-	ID         uint64
-	LogLevel   slog.Level
+	// MetricsListen are extra addresses serving only /metrics and the
+	// health endpoints (etcd's --listen-metrics-urls).
+	MetricsListen []string
+	ID            uint64
+	LogLevel      slog.Level
 
 	// Ensemble. Peers are the voting members and Observers the non-voting
 	// ones (ID → peer address, which that member listens on); every member
@@ -66,6 +69,7 @@ type Config struct {
 // Addrs are the addresses a running node listens on.
 type Addrs struct {
 	Etcd, ZK, HTTP string
+	Metrics        []string
 }
 
 func parseFlags(args []string, stderr io.Writer) (Config, error) {
@@ -76,6 +80,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&cfg.EtcdListen, "etcd-listen", "127.0.0.1:2379", "address for etcd v3 gRPC clients")
 	fs.StringVar(&cfg.ZKListen, "zk-listen", "127.0.0.1:2181", "address for ZooKeeper clients")
 	fs.StringVar(&cfg.HTTPListen, "http-listen", "127.0.0.1:8080", "address for /health, /livez, /readyz, the etcd JSON gateway (/v3/...), ZooKeeper admin commands (/commands/...) and /debug/pprof")
+	metricsURLs := fs.String("listen-metrics-urls", "", "extra URLs (http://host:port,...) serving only /metrics and the health endpoints, as etcd's flag; /metrics is always on the HTTP address and the etcd client address too")
 	fs.Uint64Var(&cfg.ID, "id", 1, "this member's ID in the ensemble")
 	peers := fs.String("peers", "", "voting ensemble members as id=host:port,... (peer addresses, this member included; empty: a single member)")
 	observers := fs.String("observers", "", "non-voting ensemble members as id=host:port,... (they receive commits and serve reads)")
@@ -114,6 +119,13 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	}
 	if cfg.ID == 0 {
 		return cfg, errors.New("--id must be at least 1")
+	}
+	for _, u := range splitList(*metricsURLs) {
+		addr, ok := strings.CutPrefix(u, "http://")
+		if !ok || addr == "" || strings.Contains(addr, "/") {
+			return cfg, fmt.Errorf("--listen-metrics-urls: %q is not http://host:port", u)
+		}
+		cfg.MetricsListen = append(cfg.MetricsListen, addr)
 	}
 	for _, l := range []struct {
 		flag, value string

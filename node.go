@@ -15,6 +15,7 @@ import (
 	"github.com/januskv/janus/core"
 	"github.com/januskv/janus/etcdapi"
 	"github.com/januskv/janus/internal/accept"
+	"github.com/januskv/janus/internal/metrics"
 	"github.com/januskv/janus/server"
 	"github.com/januskv/janus/zkapi"
 )
@@ -26,8 +27,10 @@ type node struct {
 	etcd   *etcdapi.Server
 	zk     *zkapi.Server
 	http   *http.Server
-	addrs  Addrs
-	served chan error
+	// metricsHTTP serve /metrics and health on --listen-metrics-urls.
+	metricsHTTP []*http.Server
+	addrs       Addrs
+	served      chan error
 }
 
 // listen opens a TCP listener with a one-line error a person can act on.
@@ -62,6 +65,16 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 		listeners = append(listeners, l)
 	}
 	addrs := Addrs{Etcd: ls[0].Addr().String(), ZK: ls[1].Addr().String(), HTTP: ls[2].Addr().String()}
+	var metricsLs []net.Listener
+	for _, addr := range cfg.MetricsListen {
+		l, err := listen("metrics", addr)
+		if err != nil {
+			return nil, err
+		}
+		metricsLs = append(metricsLs, l)
+		listeners = append(listeners, l)
+		addrs.Metrics = append(addrs.Metrics, l.Addr().String())
+	}
 
 	etcdAddr := firstOf(cfg.AdvertiseEtcd, cfg.PeerEtcd[cfg.ID], addrs.Etcd)
 	zkAddr := firstOf(cfg.AdvertiseZK, cfg.PeerZK[cfg.ID], addrs.ZK)
@@ -76,6 +89,7 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 		c.ZKAddr = a
 		clients[id] = c
 	}
+	reg := metrics.New()
 	member, err := server.OpenMember(server.MemberConfig{
 		DataDir:              cfg.DataDir,
 		Logger:               logger,
@@ -91,19 +105,28 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 		ApplyFault:           cfg.applyFault,
 		CorruptCheckInterval: cfg.CorruptCheckTime,
 		InitialCorruptCheck:  cfg.InitialCorruptCheck,
+		Observer:             reg,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
 	}
-	n = &node{log: logger, member: member, addrs: addrs, served: make(chan error, 3)}
+	n = &node{log: logger, member: member, addrs: addrs, served: make(chan error, 3+len(metricsLs))}
 	var backend core.Backend = member
 	if cfg.wrapBackend != nil {
 		backend = cfg.wrapBackend(member)
 	}
+	health := &healthChecks{b: backend, log: logger.With("face", "http"), timeout: healthTimeout(cfg)}
+	// What etcd serves next to gRPC on its client port and on
+	// --listen-metrics-urls: /metrics and the health endpoints.
+	metricsMux := http.NewServeMux()
+	metricsMux.Handle("/metrics", reg.Handler())
+	health.register(metricsMux)
 	n.etcd = etcdapi.New(backend, etcdapi.Config{
 		Logger:                 logger.With("face", "etcd"),
 		MaxRequestBytes:        cfg.MaxRequestBytes,
 		ProgressNotifyInterval: cfg.WatchProgressNotify,
+		Metrics:                reg.Registerer(),
+		HTTPHandler:            metricsMux,
 	})
 	n.zk = zkapi.New(backend, zkapi.Config{
 		Logger:              logger.With("face", "zookeeper"),
@@ -116,9 +139,11 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 		MaxClientConns:      cfg.MaxClientConns,
 		MaxConns:            cfg.MaxConns,
 	})
+	reg.WatchMember(member, metrics.MemberOptions{Version: etcdapi.DefaultVersion})
+	reg.WatchZooKeeper(n.zk)
 	mux := http.NewServeMux()
-	health := &healthChecks{b: backend, log: logger.With("face", "http"), timeout: healthTimeout(cfg)}
 	health.register(mux)
+	mux.Handle("/metrics", reg.Handler())
 	mux.Handle("/v3/", n.etcd.GatewayHandler())
 	mux.Handle("/commands/", n.zk.AdminHandler())
 	mux.Handle("/commands", n.zk.AdminHandler())
@@ -137,6 +162,23 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 	// Both faces ride out temporary accept errors themselves; net/http
 	// would too, but logs each retry: this logs a burst once.
 	httpL := accept.Patient(ls[2], logger.With("face", "http"))
+	for _, l := range metricsLs {
+		hs := &http.Server{
+			Handler:           metricsMux,
+			ReadHeaderTimeout: httpReadHeaderTimeout,
+			ReadTimeout:       httpReadTimeout,
+			ErrorLog:          slog.NewLogLogger(logger.With("face", "metrics").Handler(), slog.LevelDebug),
+		}
+		n.metricsHTTP = append(n.metricsHTTP, hs)
+		l := accept.Patient(l, logger.With("face", "metrics"))
+		go func() {
+			err := hs.Serve(l)
+			if errors.Is(err, http.ErrServerClosed) {
+				err = nil
+			}
+			n.served <- err
+		}()
+	}
 	go func() { n.served <- n.etcd.Serve(ls[0]) }()
 	go func() { n.served <- n.zk.Serve(ls[1]) }()
 	go func() {
@@ -192,6 +234,10 @@ func (n *node) Close() error {
 	defer cancel()
 	n.etcd.Stop()
 	n.zk.Close()
-	errHTTP := n.http.Shutdown(ctx)
-	return errors.Join(errHTTP, n.member.Close())
+	errs := []error{n.http.Shutdown(ctx)}
+	for _, hs := range n.metricsHTTP {
+		errs = append(errs, hs.Shutdown(ctx))
+	}
+	errs = append(errs, n.member.Close())
+	return errors.Join(errs...)
 }

@@ -67,6 +67,9 @@ type MemberConfig struct {
 	// the apply as a failing disk would, and so stops the member. Tests
 	// use it to see what a stopped member looks like to clients.
 	ApplyFault func(index uint64) error
+	// Observer, if set, is told what operators chart (log fsyncs, store
+	// commits, applies, peer round trips).
+	Observer Observer
 
 	// CorruptCheckInterval is how often the leader starts a check that
 	// every member's state hashes alike at one log index (0: never).
@@ -105,7 +108,8 @@ type Member struct {
 	state *stateRef
 	hub   *core.Hub
 
-	roles roleTracker
+	roles  roleTracker
+	counts counters
 
 	// alarms are the active alarms of the current state (core.Meta).
 	alarms  atomic.Pointer[[]core.Alarm]
@@ -128,6 +132,9 @@ func OpenMember(cfg MemberConfig) (*Member, error) {
 	}
 	if cfg.ID == 0 {
 		cfg.ID = 1
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = noObserver{}
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
@@ -187,6 +194,7 @@ func OpenMember(cfg MemberConfig) (*Member, error) {
 		HeartbeatInterval: cfg.HeartbeatInterval,
 		MaxDiffEntries:    cfg.MaxDiffEntries,
 		MaxEntrySize:      core.MaxOpBytes,
+		Observer:          cfg.Observer,
 	}, &stateMachine{m: m})
 	if err != nil {
 		cancel()
@@ -280,6 +288,7 @@ func (s *stateMachine) ApplyWhen(entries []zab.Entry, durable func() error) ([]a
 		seg := ces[:n]
 		ces = ces[n:]
 		ref, hub := m.current()
+		start := time.Now()
 		results, batches, err := ref.st.ApplyWhen(seg, durable)
 		if err != nil {
 			return nil, err
@@ -293,6 +302,11 @@ func (s *stateMachine) ApplyWhen(entries []zab.Entry, durable func() error) ([]a
 			}
 		}
 		m.checker.applied(ref, seg)
+		took := time.Since(start)
+		m.cfg.Observer.Applied(len(seg), took)
+		if took > slowApply {
+			m.counts.slowApplies.Add(1)
+		}
 		for _, r := range results {
 			out = append(out, r)
 		}
@@ -368,6 +382,7 @@ func (m *Member) Propose(ctx context.Context, op *core.Op) (*core.Result, error)
 func (m *Member) propose(ctx context.Context, op *core.Op) (*core.Result, error) {
 	r, err := m.zab.Propose(ctx, core.EncodeOp(op))
 	if err != nil {
+		m.counts.proposalsFailed.Add(1)
 		return nil, clusterErr("propose", err)
 	}
 	return r.(*core.Result), nil
@@ -379,9 +394,10 @@ func (m *Member) propose(ctx context.Context, op *core.Op) (*core.Result, error)
 func (m *Member) proposeAsLeader(ctx context.Context, epoch uint32, op *core.Op) (*core.Result, error) {
 	p, err := m.zab.SubmitAsLeader(ctx, epoch, core.EncodeOp(op))
 	if err != nil {
+		m.counts.proposalsFailed.Add(1)
 		return nil, clusterErr("propose as leader", err)
 	}
-	return pending{p}.Wait(ctx)
+	return pending{p, m}.Wait(ctx)
 }
 
 // readable says why clients may not read this member's state: a CORRUPT

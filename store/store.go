@@ -30,6 +30,9 @@ type Config struct {
 	// recordCache). 0 picks the default below; a negative size turns the
 	// cache off.
 	CacheSize int64
+	// OnCommit, if set, is told how long each group's Badger write took
+	// (etcd's backend commit duration). It must not block.
+	OnCommit func(took time.Duration)
 }
 
 const (
@@ -56,8 +59,9 @@ var ErrClosed = errors.New("store: closed")
 // goroutine; every read method may be called from any number of goroutines
 // at the same time as Apply.
 type Store struct {
-	db  *badger.DB
-	log *slog.Logger
+	db       *badger.DB
+	log      *slog.Logger
+	onCommit func(took time.Duration)
 
 	// applyMu makes Apply, RestoreSnapshot and Close exclusive. Readers
 	// never take it.
@@ -161,7 +165,7 @@ func open(cfg Config, boot string) (*Store, error) {
 		cache = defaultCacheSize
 	}
 	// Node records are bigger and more often read than Dir records.
-	s := &Store{db: db, log: log, nodeCache: newRecordCache(cache * 3 / 4), dirCache: newRecordCache(cache / 4)}
+	s := &Store{db: db, log: log, onCommit: cfg.OnCommit, nodeCache: newRecordCache(cache * 3 / 4), dirCache: newRecordCache(cache / 4)}
 	s.hist = newHistory(db.SetDiscardTs)
 	if err := s.recoverDurable(boot); err != nil {
 		_ = db.Close()

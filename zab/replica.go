@@ -43,7 +43,10 @@ type replica struct {
 	voters  []uint64
 	members []uint64 // voters and observers, but not this member
 	quorum  int
-	voter   bool
+	// lastLeadership is the (leader, epoch) last counted in leaderChanges.
+	lastLeadership [2]uint64
+	leaderChanges  uint64
+	voter          bool
 
 	inbox chan loopEvent
 	apply applyQueue
@@ -563,6 +566,7 @@ func (r *replica) publish() {
 	st := Status{
 		ID: r.id, Role: r.role, LeaderID: r.leader, Epoch: r.ep.Current, AcceptedEpoch: r.ep.Accepted,
 		LastZxid: r.lastZxid, LastIndex: r.durable, CommittedIndex: r.commit,
+		LeaderChanges: r.leaderChanges,
 	}
 	if r.role == RoleLooking {
 		st.LeaderID = 0
@@ -578,6 +582,13 @@ func (r *replica) send(to uint64, m Message) { r.tr.Send(to, m) }
 
 func (r *replica) setRole(role string, leader uint64) {
 	r.role, r.leader = role, leader
+	if role != RoleLooking && leader != 0 {
+		seen := [2]uint64{leader, uint64(r.ep.Current)}
+		if seen != r.lastLeadership {
+			r.lastLeadership = seen
+			r.leaderChanges++
+		}
+	}
 	rc := RoleChange{Role: role, LeaderID: leader, Epoch: r.ep.Current}
 	if role == RoleLooking {
 		rc.LeaderID = 0

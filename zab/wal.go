@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 )
 
 // segment describes one segment file of the log.
@@ -73,6 +74,7 @@ type wal struct {
 	lastTime   int64
 	buf        []byte
 	noPrealloc bool // the filesystem refused to preallocate (logged once)
+	observer   Observer
 }
 
 // openWAL reads and validates every segment in dir (on fsys), truncating a
@@ -463,8 +465,12 @@ func (w *wal) appendThen(entries []Entry, written func()) error {
 	if written != nil {
 		written()
 	}
+	syncStart := time.Now()
 	if err := w.active.Datasync(); err != nil {
 		return fmt.Errorf("sync log: %w", err)
+	}
+	if w.observer != nil {
+		w.observer.LogSynced(time.Since(syncStart))
 	}
 	last := entries[len(entries)-1]
 	w.lastIndex, w.lastZxid, w.lastTime = last.Index, last.Zxid, last.Time
