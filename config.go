@@ -24,6 +24,7 @@ type Config struct {
 	MetricsListen []string
 	ID            uint64
 	LogLevel      slog.Level
+	LogFormat     string // json or text
 
 	// Ensemble. Peers are the voting members and Observers the non-voting
 	// ones (ID → peer address, which that member listens on); every member
@@ -57,6 +58,8 @@ type Config struct {
 	MaxBuffer         int
 	MaxClientConns    int
 	MaxConns          int
+	// DisableExtendedTypes turns TTL znodes off (--extended-types-enabled=false).
+	DisableExtendedTypes bool
 
 	// applyFault is MemberConfig.ApplyFault, for tests that need a member
 	// to stop as a failing disk would stop it; no flag sets it.
@@ -72,10 +75,22 @@ type Addrs struct {
 	Metrics        []string
 }
 
+// parseFlags is parseConfig with no environment: what tests that build a
+// Config from arguments alone use.
 func parseFlags(args []string, stderr io.Writer) (Config, error) {
+	return parseConfig(args, nil, stderr)
+}
+
+// parseConfig reads the configuration from the command line, then the
+// JANUS_* variables of environ, then --config-file, then --zk-config; each
+// sets only what the ones before it left unset (flags > env > file).
+func parseConfig(args, environ []string, stderr io.Writer) (Config, error) {
 	var cfg Config
 	fs := flag.NewFlagSet("janus", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	configFile := fs.String("config-file", "", "YAML configuration file: keys are the flag names (etcd's where they mean the same), values as on the command line; a bare number for a duration is milliseconds")
+	zkConfig := fs.String("zk-config", "", "start from an existing ZooKeeper configuration file (zoo.cfg): see the README for the keys it maps and those it ignores")
+	logFormat := fs.String("log-format", "json", "log format: json or text")
 	fs.StringVar(&cfg.DataDir, "data-dir", "janus-data", "directory for the log and the state")
 	fs.StringVar(&cfg.EtcdListen, "etcd-listen", "127.0.0.1:2379", "address for etcd v3 gRPC clients")
 	fs.StringVar(&cfg.ZKListen, "zk-listen", "127.0.0.1:2181", "address for ZooKeeper clients")
@@ -108,11 +123,22 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.IntVar(&cfg.MaxBuffer, "jute-maxbuffer", 0xfffff, "largest ZooKeeper packet accepted, in bytes")
 	fs.IntVar(&cfg.MaxClientConns, "max-client-cnxns", 60, "most connections one client IP may hold on the ZooKeeper port, as ZooKeeper's maxClientCnxns (0: no limit)")
 	fs.IntVar(&cfg.MaxConns, "max-cnxns", 0, "most connections the ZooKeeper port holds in all, as ZooKeeper's maxCnxns (0: no limit)")
+	extendedTypes := fs.Bool("extended-types-enabled", true, "allow TTL znodes, as ZooKeeper's extendedTypesEnabled (on by default in Janus; off when --zk-config's file does not turn it on, as in ZooKeeper)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
 	if fs.NArg() > 0 {
 		return cfg, fmt.Errorf("unexpected argument %q (flags start with --)", fs.Arg(0))
+	}
+	if err := applySources(fs, environ, stderr, configFile, zkConfig); err != nil {
+		return cfg, err
+	}
+	cfg.DisableExtendedTypes = !*extendedTypes
+	switch *logFormat {
+	case "json", "text":
+		cfg.LogFormat = *logFormat
+	default:
+		return cfg, fmt.Errorf("--log-format: %q is neither json nor text", *logFormat)
 	}
 	if err := cfg.LogLevel.UnmarshalText([]byte(*level)); err != nil {
 		return cfg, fmt.Errorf("--log-level: %w", err)

@@ -129,15 +129,16 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 		HTTPHandler:            metricsMux,
 	})
 	n.zk = zkapi.New(backend, zkapi.Config{
-		Logger:              logger.With("face", "zookeeper"),
-		TickTime:            cfg.TickTime,
-		MinSessionTimeout:   cfg.MinSessionTimeout,
-		MaxSessionTimeout:   cfg.MaxSessionTimeout,
-		FourLetterWhitelist: splitList(cfg.FourLetterWords),
-		ReaperInterval:      cfg.ReaperInterval,
-		MaxBuffer:           cfg.MaxBuffer,
-		MaxClientConns:      cfg.MaxClientConns,
-		MaxConns:            cfg.MaxConns,
+		Logger:               logger.With("face", "zookeeper"),
+		TickTime:             cfg.TickTime,
+		MinSessionTimeout:    cfg.MinSessionTimeout,
+		MaxSessionTimeout:    cfg.MaxSessionTimeout,
+		FourLetterWhitelist:  splitList(cfg.FourLetterWords),
+		ReaperInterval:       cfg.ReaperInterval,
+		MaxBuffer:            cfg.MaxBuffer,
+		MaxClientConns:       cfg.MaxClientConns,
+		MaxConns:             cfg.MaxConns,
+		DisableExtendedTypes: cfg.DisableExtendedTypes,
 	})
 	reg.WatchMember(member, metrics.MemberOptions{Version: etcdapi.DefaultVersion})
 	reg.WatchZooKeeper(n.zk)

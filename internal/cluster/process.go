@@ -338,8 +338,8 @@ func freePorts(t testing.TB, n int) []int {
 	return out
 }
 
-// errorLines returns the ERROR records of a node's log (text handler
-// format).
+// errorLines returns the ERROR records of a node's log, written by slog's
+// JSON handler (the default) or its text one.
 func errorLines(path string) []string {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -347,7 +347,7 @@ func errorLines(path string) []string {
 	}
 	var out []string
 	for _, l := range strings.Split(string(b), "\n") {
-		if strings.Contains(l, " level=ERROR ") {
+		if strings.Contains(l, `"level":"ERROR"`) || strings.Contains(l, " level=ERROR ") {
 			out = append(out, l)
 		}
 	}
