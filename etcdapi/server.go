@@ -151,6 +151,7 @@ func New(b core.Backend, cfg Config) *Server {
 		// pool still get a goroutine of their own.
 		grpc.NumStreamWorkers(streamWorkers),
 	}
+	opts = append(opts, grpc.ChainUnaryInterceptor(s.slowRequests))
 	var grpcMetrics *grpcprom.ServerMetrics
 	if cfg.Metrics != nil {
 		grpcMetrics = grpcprom.NewServerMetrics()
