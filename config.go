@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -123,6 +124,7 @@ func parseConfig(args, environ []string, stderr io.Writer) (Config, error) {
 	fs.IntVar(&cfg.MaxBuffer, "jute-maxbuffer", 0xfffff, "largest ZooKeeper packet accepted, in bytes")
 	fs.IntVar(&cfg.MaxClientConns, "max-client-cnxns", 60, "most connections one client IP may hold on the ZooKeeper port, as ZooKeeper's maxClientCnxns (0: no limit)")
 	fs.IntVar(&cfg.MaxConns, "max-cnxns", 0, "most connections the ZooKeeper port holds in all, as ZooKeeper's maxCnxns (0: no limit)")
+	idFromHostname := fs.Bool("id-from-hostname", false, "take --id from the trailing number of the host name, plus 1 (a Kubernetes StatefulSet's pod janus-0 is member 1)")
 	extendedTypes := fs.Bool("extended-types-enabled", true, "allow TTL znodes, as ZooKeeper's extendedTypesEnabled (on by default in Janus; off when --zk-config's file does not turn it on, as in ZooKeeper)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -134,6 +136,15 @@ func parseConfig(args, environ []string, stderr io.Writer) (Config, error) {
 		return cfg, err
 	}
 	cfg.DisableExtendedTypes = !*extendedTypes
+	if *idFromHostname {
+		host, err := os.Hostname()
+		if err != nil {
+			return cfg, fmt.Errorf("--id-from-hostname: %w", err)
+		}
+		if cfg.ID, err = idFromOrdinal(host); err != nil {
+			return cfg, fmt.Errorf("--id-from-hostname: %w", err)
+		}
+	}
 	switch *logFormat {
 	case "json", "text":
 		cfg.LogFormat = *logFormat
@@ -185,6 +196,19 @@ func parseConfig(args, environ []string, stderr io.Writer) (Config, error) {
 		return cfg, errors.New("--tick-time must be positive")
 	}
 	return cfg, nil
+}
+
+// idFromOrdinal returns the member ID for a host name ending in an
+// ordinal, as a StatefulSet names its pods (janus-0, janus-1, ...): the
+// ordinal plus 1, since member IDs start at 1.
+func idFromOrdinal(host string) (uint64, error) {
+	host, _, _ = strings.Cut(host, ".")
+	i := strings.LastIndexFunc(host, func(r rune) bool { return r < '0' || r > '9' })
+	n, err := strconv.ParseUint(host[i+1:], 10, 63)
+	if err != nil {
+		return 0, fmt.Errorf("host name %q does not end in a number", host)
+	}
+	return n + 1, nil
 }
 
 // checkEnsemble refuses ensemble flags that cannot describe one ensemble.

@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -285,6 +288,17 @@ func TestMetricsNameAndMove(t *testing.T) {
 		}
 	}
 
+	// Every metric the Grafana dashboard in deploy/ queries exists.
+	for _, name := range dashboardMetrics(t, "deploy/grafana/janus.json") {
+		if _, ok := after[name]; ok {
+			continue
+		}
+		base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, "_bucket"), "_sum"), "_count")
+		if f, ok := after[base]; !ok || f.GetType() != dto.MetricType_HISTOGRAM {
+			t.Errorf("the dashboard queries %s, which the leader does not export", name)
+		}
+	}
+
 	// Every address that serves /metrics serves the same registry: the
 	// etcd client port (next to gRPC, as etcd) and --listen-metrics-urls.
 	for _, url := range []string{"http://" + lead.Etcd + "/metrics", "http://" + lead.Metrics[0] + "/metrics"} {
@@ -325,3 +339,40 @@ func TestEtcdctlCheckDatascale(t *testing.T) {
 	}
 	t.Logf("etcdctl check datascale: %s", strings.TrimSpace(last[strings.LastIndex(last, "PASS"):]))
 }
+
+// dashboardMetrics returns the metric names a Grafana dashboard's queries
+// read: every name followed by a label selector, as the dashboard writes
+// each one.
+func dashboardMetrics(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	seen := map[string]bool{}
+	var names []string
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			for _, m := range metricRef.FindAllStringSubmatch(tg.Expr, -1) {
+				if !seen[m[1]] {
+					seen[m[1]] = true
+					names = append(names, m[1])
+				}
+			}
+		}
+	}
+	if len(names) < 20 {
+		t.Fatalf("%s: only %d metrics found in its queries", path, len(names))
+	}
+	return names
+}
+
+var metricRef = regexp.MustCompile(`([a-zA-Z_:][a-zA-Z0-9_:]*)\{`)

@@ -78,7 +78,7 @@ var (
 	descCompactRev = prometheus.NewDesc("etcd_debugging_mvcc_compact_revision",
 		"The revision of the last compaction in store.", nil, nil)
 	descAlarms = prometheus.NewDesc("janus_server_alarms",
-		"Active alarms (etcd's alarm list), 1 for each member and type raised.", []string{"member", "alarm"}, nil)
+		"Active alarms of each type (etcd's alarm list): how many members, or the whole cluster, raised it; 0 when none.", []string{"alarm"}, nil)
 	descStopped = prometheus.NewDesc("janus_server_stopped",
 		"1 if this member stopped applying the log after an I/O failure (it then serves nothing), 0 otherwise.", nil, nil)
 	descLeases = prometheus.NewDesc("janus_leases",
@@ -129,8 +129,12 @@ func (c *memberCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descStopped, boolValue(st.Err != nil))
 	gauge(descLogSegments, float64(rep.Segments))
 	gauge(descEpoch, float64(rep.Epoch))
+	raised := map[core.AlarmType]int{core.AlarmNoSpace: 0, core.AlarmCorrupt: 0}
 	for _, a := range c.m.Alarms() {
-		gauge(descAlarms, 1, strconv.FormatUint(a.Member, 16), a.Type.String())
+		raised[a.Type]++
+	}
+	for t, n := range raised {
+		gauge(descAlarms, float64(n), t.String())
 	}
 	if keys, leases, ok := c.scan(); ok {
 		gauge(descKeys, float64(keys))
