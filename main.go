@@ -29,6 +29,8 @@ func main() {
 	var err error
 	if len(os.Args) > 1 && os.Args[1] == "migrate" {
 		err = runMigrate(ctx, os.Args[2:], os.Stdout, os.Stderr)
+	} else if len(os.Args) > 1 && os.Args[1] == "probe" {
+		err = runProbe(ctx, os.Args[2:])
 	} else {
 		err = run(ctx, os.Args[1:], os.Stderr, nil)
 	}
