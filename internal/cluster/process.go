@@ -233,6 +233,27 @@ func (c *Cluster) kill(n *Node) {
 	<-done
 }
 
+// Stop sends SIGTERM to node i, as an operator's restart does, and waits
+// until the process has exited. A node that has not exited within timeout
+// is killed and reported: a graceful stop must be prompt.
+func (c *Cluster) Stop(i int, timeout time.Duration) error {
+	n := c.Nodes[i]
+	n.mu.Lock()
+	done := n.done
+	n.mu.Unlock()
+	if done == nil {
+		return nil
+	}
+	c.signal(n, syscall.SIGTERM)
+	select {
+	case <-done:
+		return nil
+	case <-time.After(timeout):
+		c.kill(n)
+		return fmt.Errorf("cluster: node %d still running %v after SIGTERM:\n%s", n.ID, timeout, tail(n.LogPath, 20))
+	}
+}
+
 // Kill sends SIGKILL to node i (0-based) and waits until it is gone.
 func (c *Cluster) Kill(i int) { c.kill(c.Nodes[i]) }
 
