@@ -42,7 +42,7 @@ func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
 }
 
 // value sums a family's samples whose labels include every given pair
-// (a counter's or gauge's value, a histogram's count).
+// (a counter's or gauge's value, a histogram's or summary's count).
 func value(fams map[string]*dto.MetricFamily, name string, labels ...string) (float64, bool) {
 	f, ok := fams[name]
 	if !ok {
@@ -61,6 +61,8 @@ func value(fams map[string]*dto.MetricFamily, name string, labels ...string) (fl
 			sum += m.Gauge.GetValue()
 		case m.Histogram != nil:
 			sum += float64(m.Histogram.GetSampleCount())
+		case m.Summary != nil:
+			sum += float64(m.Summary.GetSampleCount())
 		case m.Untyped != nil:
 			sum += m.Untyped.GetValue()
 		}
@@ -262,6 +264,7 @@ func TestMetricsNameAndMove(t *testing.T) {
 		{"grpc_server_started_total Range", grew("grpc_server_started_total", 1, "grpc_method", "Range")},
 		{"grpc_server_msg_received_total", grew("grpc_server_msg_received_total", puts)},
 		{"grpc_server_msg_sent_total", grew("grpc_server_msg_sent_total", puts)},
+		{"grpc_server_handling_seconds", grew("grpc_server_handling_seconds", puts, "grpc_method", "Put")},
 		// The process and the Go runtime.
 		{"process_resident_memory_bytes", is("process_resident_memory_bytes", atLeast(1), "> 0")},
 		{"process_open_fds", is("process_open_fds", atLeast(1), "> 0")},
@@ -277,6 +280,9 @@ func TestMetricsNameAndMove(t *testing.T) {
 		{"approximate_data_size", grew("approximate_data_size", 1)},
 		{"packets_received", grew("packets_received", 3)},
 		{"avg_latency", is("avg_latency", atLeast(0), ">= 0")},
+		{"fsynctime", grew("fsynctime", 1)},
+		{"election_time", is("election_time", atLeast(0), ">= 0 (1 per member that looked for a leader)")},
+		{"quorum_size", is("quorum_size", eq(3), "3")},
 		// Janus's own.
 		{"janus_server_apply_group_entries", grew("janus_server_apply_group_entries", 1)},
 		{"janus_server_apply_duration_seconds", grew("janus_server_apply_duration_seconds", 1)},

@@ -57,5 +57,6 @@ type noObserver struct{}
 
 func (noObserver) LogSynced(time.Duration)             {}
 func (noObserver) PeerRoundTrip(uint64, time.Duration) {}
+func (noObserver) ElectionFinished(time.Duration)      {}
 func (noObserver) BackendCommitted(time.Duration)      {}
 func (noObserver) Applied(int, time.Duration)          {}

@@ -107,12 +107,16 @@ type Observer interface {
 	// PeerRoundTrip is called when a peer answers a leader's heartbeat:
 	// the time from sending that heartbeat round to the peer's answer.
 	PeerRoundTrip(peer uint64, took time.Duration)
+	// ElectionFinished is called when a member that was looking for a
+	// leader follows or leads again: how long it looked.
+	ElectionFinished(took time.Duration)
 }
 
 type noObserver struct{}
 
 func (noObserver) LogSynced(time.Duration)             {}
 func (noObserver) PeerRoundTrip(uint64, time.Duration) {}
+func (noObserver) ElectionFinished(time.Duration)      {}
 
 const (
 	defaultSegmentSize     = 64 << 20

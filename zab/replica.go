@@ -11,6 +11,7 @@ import (
 	mrand "math/rand/v2"
 	"slices"
 	"sync"
+	"time"
 )
 
 // replica runs Zab for a member with peers. One goroutine (run) owns every
@@ -46,6 +47,7 @@ type replica struct {
 	// lastLeadership is the (leader, epoch) last counted in leaderChanges.
 	lastLeadership [2]uint64
 	leaderChanges  uint64
+	lookingSince   time.Time // when this member last started looking for a leader
 	voter          bool
 
 	inbox chan loopEvent
@@ -581,6 +583,12 @@ func (r *replica) publish() {
 func (r *replica) send(to uint64, m Message) { r.tr.Send(to, m) }
 
 func (r *replica) setRole(role string, leader uint64) {
+	switch {
+	case role == RoleLooking && r.role != RoleLooking:
+		r.lookingSince = time.Now()
+	case role != RoleLooking && r.role == RoleLooking && !r.lookingSince.IsZero():
+		r.cfg.Observer.ElectionFinished(time.Since(r.lookingSince))
+	}
 	r.role, r.leader = role, leader
 	if role != RoleLooking && leader != 0 {
 		seen := [2]uint64{leader, uint64(r.ep.Current)}

@@ -85,6 +85,8 @@ var (
 		"Leases alive, ZooKeeper sessions included (a session is a lease).", nil, nil)
 	descLogSegments = prometheus.NewDesc("janus_log_segments",
 		"Segment files the replicated log holds.", nil, nil)
+	descQuorumSize = prometheus.NewDesc("quorum_size",
+		"ZooKeeper's quorum_size: the number of voting members.", nil, nil)
 	descEpoch = prometheus.NewDesc("janus_zab_epoch",
 		"The Zab epoch this member follows or leads (etcd's raft term).", nil, nil)
 )
@@ -129,6 +131,13 @@ func (c *memberCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descStopped, boolValue(st.Err != nil))
 	gauge(descLogSegments, float64(rep.Segments))
 	gauge(descEpoch, float64(rep.Epoch))
+	voters := 0
+	for _, m := range st.Members {
+		if !m.IsObserver {
+			voters++
+		}
+	}
+	gauge(descQuorumSize, float64(voters))
 	raised := map[core.AlarmType]int{core.AlarmNoSpace: 0, core.AlarmCorrupt: 0}
 	for _, a := range c.m.Alarms() {
 		raised[a.Type]++

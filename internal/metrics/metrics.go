@@ -31,6 +31,10 @@ type Registry struct {
 	peerRTT       *prometheus.HistogramVec
 	applyDuration prometheus.Histogram
 	applyGroup    prometheus.Histogram
+	// ZooKeeper's names for the same events, in its units (ms), as its
+	// Prometheus provider exports them (summaries).
+	zkFsync    prometheus.Summary
+	zkElection prometheus.Summary
 }
 
 // New returns a registry with the process and Go runtime collectors
@@ -63,11 +67,21 @@ func New() *Registry {
 			Help:    "How many entries one applied group held (group commit size).",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 12),
 		}),
+		zkFsync: prometheus.NewSummary(prometheus.SummaryOpts{
+			Name:       "fsynctime",
+			Help:       "ZooKeeper's fsync time of the transaction log, in milliseconds.",
+			Objectives: map[float64]float64{0.5: 0.05, 0.9: 0.01, 0.99: 0.001},
+		}),
+		zkElection: prometheus.NewSummary(prometheus.SummaryOpts{
+			Name:       "election_time",
+			Help:       "ZooKeeper's time between entering and leaving election, in milliseconds.",
+			Objectives: map[float64]float64{0.5: 0.05, 0.9: 0.01, 0.99: 0.001},
+		}),
 	}
 	r.reg.MustRegister(
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewGoCollector(),
-		r.walFsync, r.backendCommit, r.peerRTT, r.applyDuration, r.applyGroup,
+		r.walFsync, r.backendCommit, r.peerRTT, r.applyDuration, r.applyGroup, r.zkFsync, r.zkElection,
 		versionGauge("etcd_server_go_version", "server_go_version", runtime.Version(),
 			"Which Go version server is running with. 1 for 'server_go_version' label with current version."),
 	)
@@ -87,7 +101,15 @@ func (r *Registry) Handler() http.Handler {
 }
 
 // LogSynced implements zab.Observer.
-func (r *Registry) LogSynced(took time.Duration) { r.walFsync.Observe(took.Seconds()) }
+func (r *Registry) LogSynced(took time.Duration) {
+	r.walFsync.Observe(took.Seconds())
+	r.zkFsync.Observe(float64(took) / float64(time.Millisecond))
+}
+
+// ElectionFinished implements zab.Observer.
+func (r *Registry) ElectionFinished(took time.Duration) {
+	r.zkElection.Observe(float64(took) / float64(time.Millisecond))
+}
 
 // PeerRoundTrip implements zab.Observer. etcd labels the peer by its
 // member ID in hexadecimal.
