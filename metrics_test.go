@@ -288,6 +288,13 @@ func TestMetricsNameAndMove(t *testing.T) {
 		{"janus_server_apply_duration_seconds", grew("janus_server_apply_duration_seconds", 1)},
 		{"janus_leases", is("janus_leases", eq(2), "2 (the etcd lease and the ZooKeeper session)")},
 		{"janus_server_stopped", is("janus_server_stopped", eq(0), "0")},
+		{"janus_zab_follower_lag_entries", func() error {
+			f, ok := after["janus_zab_follower_lag_entries"]
+			if !ok || len(f.GetMetric()) != 2 {
+				return fmt.Errorf("want one series per follower on the leader, got %v", f)
+			}
+			return nil
+		}},
 	} {
 		if err := c.check(); err != nil {
 			t.Errorf("%s: %v", c.name, err)

@@ -163,4 +163,3 @@ func selects(selector, labels map[string]string) bool {
 	}
 	return true
 }
-

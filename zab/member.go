@@ -224,6 +224,10 @@ type Status struct {
 	// started (etcd's leader_changes_seen_total): each new (leader,
 	// epoch) it follows or holds counts once, the first one included.
 	LeaderChanges uint64
+	// PeerAcked is, on a leader, the last log index each synchronized
+	// member has acknowledged as on its disk (refreshed every heartbeat
+	// interval); nil elsewhere. LastIndex minus it is that member's lag.
+	PeerAcked map[uint64]uint64
 }
 
 // Member is one member of a Zab ensemble: for now the only one, and so the

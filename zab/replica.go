@@ -580,6 +580,21 @@ func (r *replica) publish() {
 	r.m.epoch.Store(r.ep.Current)
 }
 
+// publishPeers records, for Status, how far each synchronized peer has
+// acknowledged the log: once a tick, so that acknowledgements cost no
+// lock.
+func (r *replica) publishPeers() {
+	acked := make(map[uint64]uint64, len(r.ls.peers))
+	for id, ps := range r.ls.peers {
+		if ps.phase >= pSynced {
+			acked[id] = ps.acked
+		}
+	}
+	r.smu.Lock()
+	r.status.PeerAcked = acked
+	r.smu.Unlock()
+}
+
 func (r *replica) send(to uint64, m Message) { r.tr.Send(to, m) }
 
 func (r *replica) setRole(role string, leader uint64) {
@@ -812,6 +827,7 @@ func (r *replica) tick() {
 	switch {
 	case r.ls != nil:
 		r.leaderTick()
+		r.publishPeers()
 	case r.fs != nil:
 		r.followerTick()
 	default:

@@ -87,6 +87,8 @@ var (
 		"Segment files the replicated log holds.", nil, nil)
 	descQuorumSize = prometheus.NewDesc("quorum_size",
 		"ZooKeeper's quorum_size: the number of voting members.", nil, nil)
+	descPeerLag = prometheus.NewDesc("janus_zab_follower_lag_entries",
+		"On the leader: log entries each member has not yet acknowledged.", []string{"To"}, nil)
 	descEpoch = prometheus.NewDesc("janus_zab_epoch",
 		"The Zab epoch this member follows or leads (etcd's raft term).", nil, nil)
 )
@@ -131,6 +133,9 @@ func (c *memberCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descStopped, boolValue(st.Err != nil))
 	gauge(descLogSegments, float64(rep.Segments))
 	gauge(descEpoch, float64(rep.Epoch))
+	for id, acked := range rep.PeerAcked {
+		gauge(descPeerLag, float64(rep.LastIndex-min(acked, rep.LastIndex)), strconv.FormatUint(id, 16))
+	}
 	voters := 0
 	for _, m := range st.Members {
 		if !m.IsObserver {
