@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -21,8 +22,12 @@ type Config struct {
 	EtcdListen string
 	ZKListen   string
 	HTTPListen string
-	ID         uint64
-	LogLevel   slog.Level
+	// MetricsListen are extra addresses serving only /metrics and the
+	// health endpoints (etcd's --listen-metrics-urls).
+	MetricsListen []string
+	ID            uint64
+	LogLevel      slog.Level
+	LogFormat     string // json or text
 
 	// Ensemble. Peers are the voting members and Observers the non-voting
 	// ones (ID → peer address, which that member listens on); every member
@@ -73,6 +78,8 @@ type Config struct {
 	EnablePprof   bool
 	CORS          []string
 	HostWhitelist []string
+	// DisableExtendedTypes turns TTL znodes off (--extended-types-enabled=false).
+	DisableExtendedTypes bool
 
 	// applyFault is MemberConfig.ApplyFault, for tests that need a member
 	// to stop as a failing disk would stop it; no flag sets it.
@@ -92,17 +99,31 @@ type tlsFlags struct {
 // when that port is off).
 type Addrs struct {
 	Etcd, ZK, ZKSecure, HTTP string
+	Metrics                  []string
 }
 
+// parseFlags is parseConfig with no environment: what tests that build a
+// Config from arguments alone use.
 func parseFlags(args []string, stderr io.Writer) (Config, error) {
+	return parseConfig(args, nil, stderr)
+}
+
+// parseConfig reads the configuration from the command line, then the
+// JANUS_* variables of environ, then --config-file, then --zk-config; each
+// sets only what the ones before it left unset (flags > env > file).
+func parseConfig(args, environ []string, stderr io.Writer) (Config, error) {
 	var cfg Config
 	fs := flag.NewFlagSet("janus", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	configFile := fs.String("config-file", "", "YAML configuration file: keys are the flag names (etcd's where they mean the same), values as on the command line; a bare number for a duration is milliseconds")
+	zkConfig := fs.String("zk-config", "", "start from an existing ZooKeeper configuration file (zoo.cfg): see the README for the keys it maps and those it ignores")
+	logFormat := fs.String("log-format", "json", "log format: json or text")
 	fs.StringVar(&cfg.DataDir, "data-dir", "janus-data", "directory for the log and the state")
 	fs.StringVar(&cfg.EtcdListen, "etcd-listen", "127.0.0.1:2379", "address for etcd v3 gRPC clients")
 	fs.StringVar(&cfg.ZKListen, "zk-listen", "127.0.0.1:2181", "address for plaintext ZooKeeper clients (empty: none, with --zk-secure-listen)")
 	fs.StringVar(&cfg.ZKSecureListen, "zk-secure-listen", "", "address for ZooKeeper clients over TLS, as ZooKeeper's secureClientPort (needs --cert-file)")
 	fs.StringVar(&cfg.HTTPListen, "http-listen", "127.0.0.1:8080", "address for /health, /livez, /readyz, the etcd JSON gateway (/v3/...), ZooKeeper admin commands (/commands/...) and /debug/pprof")
+	metricsURLs := fs.String("listen-metrics-urls", "", "extra URLs (http://host:port,...) serving only /metrics and the health endpoints, as etcd's flag; /metrics is always on the HTTP address and the etcd client address too")
 	fs.Uint64Var(&cfg.ID, "id", 1, "this member's ID in the ensemble")
 	peers := fs.String("peers", "", "voting ensemble members as id=host:port,... (peer addresses, this member included; empty: a single member)")
 	observers := fs.String("observers", "", "non-voting ensemble members as id=host:port,... (they receive commits and serve reads)")
@@ -143,11 +164,32 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.IntVar(&cfg.MaxBuffer, "jute-maxbuffer", 0xfffff, "largest ZooKeeper packet accepted, in bytes")
 	fs.IntVar(&cfg.MaxClientConns, "max-client-cnxns", 60, "most connections one client IP may hold on the ZooKeeper port, as ZooKeeper's maxClientCnxns (0: no limit)")
 	fs.IntVar(&cfg.MaxConns, "max-cnxns", 0, "most connections the ZooKeeper port holds in all, as ZooKeeper's maxCnxns (0: no limit)")
+	idFromHostname := fs.Bool("id-from-hostname", false, "take --id from the trailing number of the host name, plus 1 (a Kubernetes StatefulSet's pod janus-0 is member 1)")
+	extendedTypes := fs.Bool("extended-types-enabled", true, "allow TTL znodes, as ZooKeeper's extendedTypesEnabled (on by default in Janus; off when --zk-config's file does not turn it on, as in ZooKeeper)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
 	if fs.NArg() > 0 {
 		return cfg, fmt.Errorf("unexpected argument %q (flags start with --)", fs.Arg(0))
+	}
+	if err := applySources(fs, environ, stderr, configFile, zkConfig); err != nil {
+		return cfg, err
+	}
+	cfg.DisableExtendedTypes = !*extendedTypes
+	if *idFromHostname {
+		host, err := os.Hostname()
+		if err != nil {
+			return cfg, fmt.Errorf("--id-from-hostname: %w", err)
+		}
+		if cfg.ID, err = idFromOrdinal(host); err != nil {
+			return cfg, fmt.Errorf("--id-from-hostname: %w", err)
+		}
+	}
+	switch *logFormat {
+	case "json", "text":
+		cfg.LogFormat = *logFormat
+	default:
+		return cfg, fmt.Errorf("--log-format: %q is neither json nor text", *logFormat)
 	}
 	if err := cfg.LogLevel.UnmarshalText([]byte(*level)); err != nil {
 		return cfg, fmt.Errorf("--log-level: %w", err)
@@ -162,6 +204,13 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	}
 	if cfg.ID == 0 {
 		return cfg, errors.New("--id must be at least 1")
+	}
+	for _, u := range splitList(*metricsURLs) {
+		addr, ok := strings.CutPrefix(u, "http://")
+		if !ok || addr == "" || strings.Contains(addr, "/") {
+			return cfg, fmt.Errorf("--listen-metrics-urls: %q is not http://host:port", u)
+		}
+		cfg.MetricsListen = append(cfg.MetricsListen, addr)
 	}
 	for _, l := range []struct {
 		flag, value string
@@ -231,6 +280,19 @@ func checkTLS(cfg Config) error {
 		return errors.New("--zk-listen may be empty only with --zk-secure-listen")
 	}
 	return nil
+}
+
+// idFromOrdinal returns the member ID for a host name ending in an
+// ordinal, as a StatefulSet names its pods (janus-0, janus-1, ...): the
+// ordinal plus 1, since member IDs start at 1.
+func idFromOrdinal(host string) (uint64, error) {
+	host, _, _ = strings.Cut(host, ".")
+	i := strings.LastIndexFunc(host, func(r rune) bool { return r < '0' || r > '9' })
+	n, err := strconv.ParseUint(host[i+1:], 10, 63)
+	if err != nil {
+		return 0, fmt.Errorf("host name %q does not end in a number", host)
+	}
+	return n + 1, nil
 }
 
 // checkEnsemble refuses ensemble flags that cannot describe one ensemble.

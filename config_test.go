@@ -152,3 +152,22 @@ func TestSpaceReserveFlag(t *testing.T) {
 		})
 	}
 }
+
+func TestIDFromOrdinal(t *testing.T) {
+	for _, c := range []struct {
+		host string
+		id   uint64
+		ok   bool
+	}{
+		{"janus-0", 1, true},
+		{"janus-2.janus-peer.default.svc.cluster.local", 3, true},
+		{"zk-12", 13, true},
+		{"janus", 0, false},
+		{"janus-", 0, false},
+	} {
+		id, err := idFromOrdinal(c.host)
+		if (err == nil) != c.ok || id != c.id {
+			t.Errorf("%q: got %d, %v; want %d (ok %v)", c.host, id, err, c.id, c.ok)
+		}
+	}
+}

@@ -375,3 +375,17 @@ func TestEveryPortSurvivesRunningOutOfFiles(t *testing.T) {
 		grpc: healthpb.HealthCheckResponse_SERVING, ruok: "imok", srvr: "Zookeeper version: ", isro: "rw",
 	})
 }
+
+func TestProbe(t *testing.T) {
+	a := startInProcess(t, t.TempDir())
+	ctx := context.Background()
+	if err := runProbe(ctx, []string{"http://" + a.HTTP + "/livez"}); err != nil {
+		t.Errorf("probe of a live member: %v", err)
+	}
+	if err := runProbe(ctx, []string{"http://" + a.HTTP + "/no-such-page"}); err == nil {
+		t.Error("probe of a missing page succeeded")
+	}
+	if err := runProbe(ctx, nil); err == nil {
+		t.Error("probe without a URL succeeded")
+	}
+}

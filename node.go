@@ -17,6 +17,7 @@ import (
 	"github.com/januskv/janus/etcdapi"
 	"github.com/januskv/janus/internal/accept"
 	"github.com/januskv/janus/internal/httpguard"
+	"github.com/januskv/janus/internal/metrics"
 	"github.com/januskv/janus/internal/tlsfiles"
 	"github.com/januskv/janus/server"
 	"github.com/januskv/janus/zab"
@@ -30,8 +31,10 @@ type node struct {
 	etcd   *etcdapi.Server
 	zk     *zkapi.Server
 	http   *http.Server
-	addrs  Addrs
-	served chan error
+	// metricsHTTP serve /metrics and health on --listen-metrics-urls.
+	metricsHTTP []*http.Server
+	addrs       Addrs
+	served      chan error
 }
 
 // listen opens a TCP listener with a one-line error a person can act on.
@@ -89,6 +92,16 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 		listeners = append(listeners, l)
 	}
 	addrs := Addrs{Etcd: bound[0], ZK: bound[1], ZKSecure: bound[2], HTTP: bound[3]}
+	var metricsLs []net.Listener
+	for _, addr := range cfg.MetricsListen {
+		l, err := listen("metrics", addr)
+		if err != nil {
+			return nil, err
+		}
+		metricsLs = append(metricsLs, l)
+		listeners = append(listeners, l)
+		addrs.Metrics = append(addrs.Metrics, l.Addr().String())
+	}
 
 	scheme := "http://"
 	if clientTLS != nil {
@@ -107,6 +120,7 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 		c.ZKAddr = a
 		clients[id] = c
 	}
+	reg := metrics.New()
 	member, err := server.OpenMember(server.MemberConfig{
 		DataDir:              cfg.DataDir,
 		Logger:               logger,
@@ -124,34 +138,46 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 		CorruptCheckInterval: cfg.CorruptCheckTime,
 		InitialCorruptCheck:  cfg.InitialCorruptCheck,
 		SpaceReserve:         cfg.SpaceReserve,
+		Observer:             reg,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
 	}
-	n = &node{log: logger, member: member, addrs: addrs, served: make(chan error, 4)}
+	n = &node{log: logger, member: member, addrs: addrs, served: make(chan error, 4+len(metricsLs))}
 	var backend core.Backend = member
 	if cfg.wrapBackend != nil {
 		backend = cfg.wrapBackend(member)
 	}
+	health := &healthChecks{b: backend, log: logger.With("face", "http"), timeout: healthTimeout(cfg)}
+	// What etcd serves next to gRPC on its client port and on
+	// --listen-metrics-urls: /metrics and the health endpoints.
+	metricsMux := http.NewServeMux()
+	metricsMux.Handle("/metrics", reg.Handler())
+	health.register(metricsMux)
 	n.etcd = etcdapi.New(backend, etcdapi.Config{
 		Logger:                 logger.With("face", "etcd"),
 		MaxRequestBytes:        cfg.MaxRequestBytes,
 		ProgressNotifyInterval: cfg.WatchProgressNotify,
+		Metrics:                reg.Registerer(),
+		HTTPHandler:            metricsMux,
 	})
 	n.zk = zkapi.New(backend, zkapi.Config{
-		Logger:              logger.With("face", "zookeeper"),
-		TickTime:            cfg.TickTime,
-		MinSessionTimeout:   cfg.MinSessionTimeout,
-		MaxSessionTimeout:   cfg.MaxSessionTimeout,
-		FourLetterWhitelist: splitList(cfg.FourLetterWords),
-		ReaperInterval:      cfg.ReaperInterval,
-		MaxBuffer:           cfg.MaxBuffer,
-		MaxClientConns:      cfg.MaxClientConns,
-		MaxConns:            cfg.MaxConns,
+		Logger:               logger.With("face", "zookeeper"),
+		TickTime:             cfg.TickTime,
+		MinSessionTimeout:    cfg.MinSessionTimeout,
+		MaxSessionTimeout:    cfg.MaxSessionTimeout,
+		FourLetterWhitelist:  splitList(cfg.FourLetterWords),
+		ReaperInterval:       cfg.ReaperInterval,
+		MaxBuffer:            cfg.MaxBuffer,
+		MaxClientConns:       cfg.MaxClientConns,
+		MaxConns:             cfg.MaxConns,
+		DisableExtendedTypes: cfg.DisableExtendedTypes,
 	})
+	reg.WatchMember(member, metrics.MemberOptions{Version: etcdapi.DefaultVersion})
+	reg.WatchZooKeeper(n.zk)
 	mux := http.NewServeMux()
-	health := &healthChecks{b: backend, log: logger.With("face", "http"), timeout: healthTimeout(cfg)}
 	health.register(mux)
+	mux.Handle("/metrics", reg.Handler())
 	mux.Handle("/v3/", n.etcd.GatewayHandler())
 	mux.Handle("/commands/", n.zk.AdminHandler())
 	mux.Handle("/commands", n.zk.AdminHandler())
@@ -183,7 +209,8 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 	}
 	httpL := accept.Patient(httpInner, logger.With("face", "http"))
 	if clientTLS != nil {
-		go func() { n.served <- n.etcd.ServeTLS(ls[0], clientTLS.ServerConfig("h2")) }()
+		// h2 is gRPC; http/1.1 is /metrics and health, as on a plaintext port.
+		go func() { n.served <- n.etcd.ServeTLS(ls[0], clientTLS.ServerConfig("h2", "http/1.1")) }()
 	} else {
 		go func() { n.served <- n.etcd.Serve(ls[0]) }()
 	}
@@ -192,6 +219,23 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 	}
 	if ls[2] != nil {
 		go func() { n.served <- n.zk.Serve(tls.NewListener(ls[2], clientTLS.ServerConfig())) }()
+	}
+	for _, l := range metricsLs {
+		hs := &http.Server{
+			Handler:           metricsMux,
+			ReadHeaderTimeout: httpReadHeaderTimeout,
+			ReadTimeout:       httpReadTimeout,
+			ErrorLog:          slog.NewLogLogger(logger.With("face", "metrics").Handler(), slog.LevelDebug),
+		}
+		n.metricsHTTP = append(n.metricsHTTP, hs)
+		l := accept.Patient(l, logger.With("face", "metrics"))
+		go func() {
+			err := hs.Serve(l)
+			if errors.Is(err, http.ErrServerClosed) {
+				err = nil
+			}
+			n.served <- err
+		}()
 	}
 	go func() {
 		err := n.http.Serve(httpL)
@@ -245,6 +289,10 @@ func (n *node) Close() error {
 	defer cancel()
 	n.etcd.Stop()
 	n.zk.Close()
-	errHTTP := n.http.Shutdown(ctx)
-	return errors.Join(errHTTP, n.member.Close())
+	errs := []error{n.http.Shutdown(ctx)}
+	for _, hs := range n.metricsHTTP {
+		errs = append(errs, hs.Shutdown(ctx))
+	}
+	errs = append(errs, n.member.Close())
+	return errors.Join(errs...)
 }

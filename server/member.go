@@ -81,6 +81,9 @@ type MemberConfig struct {
 	// the apply as a failing disk would, and so stops the member. Tests
 	// use it to see what a stopped member looks like to clients.
 	ApplyFault func(index uint64) error
+	// Observer, if set, is told what operators chart (log fsyncs, store
+	// commits, applies, peer round trips).
+	Observer Observer
 
 	// CorruptCheckInterval is how often the leader starts a check that
 	// every member's state hashes alike at one log index (0: never).
@@ -119,7 +122,8 @@ type Member struct {
 	state *stateRef
 	hub   *core.Hub
 
-	roles roleTracker
+	roles  roleTracker
+	counts counters
 
 	// alarms are the active alarms of the current state (core.Meta).
 	alarms  atomic.Pointer[[]core.Alarm]
@@ -145,6 +149,9 @@ func OpenMember(cfg MemberConfig) (*Member, error) {
 	}
 	if cfg.ID == 0 {
 		cfg.ID = 1
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = noObserver{}
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
@@ -209,6 +216,7 @@ func OpenMember(cfg MemberConfig) (*Member, error) {
 		MaxDiffEntries:    cfg.MaxDiffEntries,
 		MaxEntrySize:      core.MaxOpBytes,
 		CheckSpace:        m.checkSpace,
+		Observer:          cfg.Observer,
 	}, &stateMachine{m: m})
 	if err != nil {
 		cancel()
@@ -320,6 +328,7 @@ func (s *stateMachine) ApplyWhen(entries []zab.Entry, durable func() error) ([]a
 			// etcd's warning, with its fields, so that the same alert fires.
 			m.log.Warn("apply request took too long", "took", took, "expected-duration", slowApplyWarning,
 				"prefix", "", "request", fmt.Sprintf("entries %d-%d", seg[0].Index, seg[len(seg)-1].Index))
+			m.counts.slowApplies.Add(1)
 		}
 		durable = nil // it covered every entry handed over
 		hub.Publish(batches)
@@ -330,6 +339,7 @@ func (s *stateMachine) ApplyWhen(entries []zab.Entry, durable func() error) ([]a
 			}
 		}
 		m.checker.applied(ref, seg)
+		m.cfg.Observer.Applied(len(seg), time.Since(start)-waited)
 		for _, r := range results {
 			out = append(out, r)
 		}
@@ -414,6 +424,7 @@ func (m *Member) Propose(ctx context.Context, op *core.Op) (*core.Result, error)
 func (m *Member) propose(ctx context.Context, op *core.Op) (*core.Result, error) {
 	r, err := m.zab.Propose(ctx, core.EncodeOp(op))
 	if err != nil {
+		m.counts.proposalsFailed.Add(1)
 		return nil, clusterErr("propose", err)
 	}
 	return r.(*core.Result), nil
@@ -425,9 +436,10 @@ func (m *Member) propose(ctx context.Context, op *core.Op) (*core.Result, error)
 func (m *Member) proposeAsLeader(ctx context.Context, epoch uint32, op *core.Op) (*core.Result, error) {
 	p, err := m.zab.SubmitAsLeader(ctx, epoch, core.EncodeOp(op))
 	if err != nil {
+		m.counts.proposalsFailed.Add(1)
 		return nil, clusterErr("propose as leader", err)
 	}
-	return pending{p}.Wait(ctx)
+	return pending{p, m}.Wait(ctx)
 }
 
 // readable says why clients may not read this member's state: a CORRUPT

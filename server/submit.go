@@ -19,16 +19,21 @@ func (m *Member) Submit(ctx context.Context, op *core.Op) (core.Pending, error) 
 	}
 	p, err := m.zab.Submit(ctx, core.EncodeOp(op))
 	if err != nil {
+		m.counts.proposalsFailed.Add(1)
 		return nil, clusterErr("propose", err)
 	}
-	return pending{p}, nil
+	return pending{p, m}, nil
 }
 
-type pending struct{ p *zab.Pending }
+type pending struct {
+	p *zab.Pending
+	m *Member
+}
 
 func (p pending) Wait(ctx context.Context) (*core.Result, error) {
 	r, err := p.p.Wait(ctx)
 	if err != nil {
+		p.m.counts.proposalsFailed.Add(1)
 		return nil, clusterErr("propose", err)
 	}
 	return r.(*core.Result), nil

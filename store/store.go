@@ -35,6 +35,9 @@ type Config struct {
 	// memtables when Badger has not reported that it cannot (default
 	// 30 s; see Close).
 	CloseTimeout time.Duration
+	// OnCommit, if set, is told how long each group's Badger write took
+	// (etcd's backend commit duration). It must not block.
+	OnCommit func(took time.Duration)
 }
 
 const (
@@ -68,8 +71,9 @@ const defaultCloseTimeout = 30 * time.Second
 // goroutine; every read method may be called from any number of goroutines
 // at the same time as Apply.
 type Store struct {
-	db  *badger.DB
-	log *slog.Logger
+	db       *badger.DB
+	log      *slog.Logger
+	onCommit func(took time.Duration)
 	// flushFailing is signalled when Badger reports a memtable flush that
 	// failed: it then retries every second, forever, and its Close waits
 	// for it.
@@ -183,7 +187,7 @@ func open(cfg Config, boot string) (*Store, error) {
 	if closeTimeout <= 0 {
 		closeTimeout = defaultCloseTimeout
 	}
-	s := &Store{db: db, log: log, flushFailing: flushFailing, closeTimeout: closeTimeout, nodeCache: newRecordCache(cache * 3 / 4), dirCache: newRecordCache(cache / 4)}
+	s := &Store{db: db, log: log, onCommit: cfg.OnCommit, flushFailing: flushFailing, closeTimeout: closeTimeout, nodeCache: newRecordCache(cache * 3 / 4), dirCache: newRecordCache(cache / 4)}
 	s.hist = newHistory(db.SetDiscardTs)
 	if err := s.recoverDurable(boot); err != nil {
 		_ = db.Close()

@@ -113,7 +113,31 @@ type Config struct {
 	// sends to synchronize a follower; a follower further behind receives
 	// a snapshot instead (when the state machine is a Snapshotter).
 	MaxDiffEntries int
+	// Observer, if set, is told what operators chart: how long log
+	// fsyncs take and how long heartbeats take to come back from each
+	// peer. Its methods are called from the log writer and the protocol
+	// loop, so they must not block.
+	Observer Observer
 }
+
+// Observer receives measurements of a running member. Measurements never
+// change what the member does.
+type Observer interface {
+	// LogSynced is called after each fdatasync of the log.
+	LogSynced(took time.Duration)
+	// PeerRoundTrip is called when a peer answers a leader's heartbeat:
+	// the time from sending that heartbeat round to the peer's answer.
+	PeerRoundTrip(peer uint64, took time.Duration)
+	// ElectionFinished is called when a member that was looking for a
+	// leader follows or leads again: how long it looked.
+	ElectionFinished(took time.Duration)
+}
+
+type noObserver struct{}
+
+func (noObserver) LogSynced(time.Duration)             {}
+func (noObserver) PeerRoundTrip(uint64, time.Duration) {}
+func (noObserver) ElectionFinished(time.Duration)      {}
 
 const (
 	defaultSegmentSize     = 64 << 20
@@ -132,6 +156,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Clock == nil {
 		c.Clock = time.Now
+	}
+	if c.Observer == nil {
+		c.Observer = noObserver{}
 	}
 	if c.SegmentSize <= 0 {
 		c.SegmentSize = defaultSegmentSize
@@ -217,6 +244,14 @@ type Status struct {
 	FirstIndex     uint64 // oldest index the log still holds
 	Segments       int    // segment files in the log
 	Stopped        bool
+	// LeaderChanges counts the leaderships this member has seen since it
+	// started (etcd's leader_changes_seen_total): each new (leader,
+	// epoch) it follows or holds counts once, the first one included.
+	LeaderChanges uint64
+	// PeerAcked is, on a leader, the last log index each synchronized
+	// member has acknowledged as on its disk (refreshed every heartbeat
+	// interval); nil elsewhere. LastIndex minus it is that member's lag.
+	PeerAcked map[uint64]uint64
 }
 
 // Member is one member of a Zab ensemble: for now the only one, and so the
@@ -339,6 +374,7 @@ func openLog(cfg Config, sm StateMachine) (epochs, *wal, uint64, error) {
 	if err != nil {
 		return epochs{}, nil, 0, err
 	}
+	w.observer = cfg.Observer
 	applied := sm.AppliedIndex()
 	if first := w.firstIndex(); first > 0 && applied+1 < first {
 		w.close()
@@ -591,6 +627,7 @@ func (m *Member) Status() Status {
 		FirstIndex:     m.wal.firstIndex(),
 		Segments:       m.wal.segmentCount(),
 		Stopped:        stopped,
+		LeaderChanges:  1, // a single member leads from the start, once
 	}
 }
 

@@ -74,6 +74,7 @@ type wal struct {
 	lastTime   int64
 	buf        []byte
 	noPrealloc bool // the filesystem refused to preallocate (logged once)
+	observer   Observer
 }
 
 // openWAL reads and validates every segment in dir (on fsys), truncating a
@@ -473,7 +474,11 @@ func (w *wal) appendThen(entries []Entry, written func()) error {
 	if err := w.active.Datasync(); err != nil {
 		return fmt.Errorf("sync log: %w", err)
 	}
-	if took := time.Since(start); took > slowSyncWarning {
+	took := time.Since(start)
+	if w.observer != nil {
+		w.observer.LogSynced(took)
+	}
+	if took > slowSyncWarning {
 		// etcd's warning, with its fields, so that the same alert fires.
 		w.logger.Warn("slow fdatasync", "took", took, "expected-duration", slowSyncWarning,
 			"entries", len(entries), "bytes", len(w.buf))

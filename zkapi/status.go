@@ -284,3 +284,7 @@ func alarmList(alarms []core.Alarm) string {
 	}
 	return strings.Join(parts, ",")
 }
+
+// Monitor returns mntr's key-value pairs, for the metrics exporter: what
+// Prometheus scrapes is what mntr prints.
+func (s *Server) Monitor() ([][2]string, error) { return s.mntr() }
