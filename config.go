@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/januskv/janus/core"
+	"github.com/januskv/janus/server"
 )
 
 // Config is everything the command line sets.
@@ -41,6 +42,10 @@ type Config struct {
 	// InitialCorruptCheck feature): 0 turns the periodic check off.
 	CorruptCheckTime    time.Duration
 	InitialCorruptCheck bool
+	// Space (etcd's --quota-backend-bytes, --auto-compaction-mode and
+	// --auto-compaction-retention).
+	QuotaBackendBytes int64
+	AutoCompaction    server.AutoCompaction
 
 	// etcd face
 	MaxRequestBytes     int
@@ -62,6 +67,13 @@ type Config struct {
 	// tests that need a state no flag makes (a raised alarm).
 	wrapBackend func(core.Backend) core.Backend
 }
+
+// defaultCompactionRetention bounds history for a cluster whose clients
+// never compact (ZooKeeper clients): an hour, where etcd keeps everything
+// by default. Kubernetes compacts on its own to the revision of five
+// minutes ago, further than an hour-old revision, so this changes nothing
+// for it (see README, "Compaction and space").
+const defaultCompactionRetention = "1h"
 
 // Addrs are the addresses a running node listens on.
 type Addrs struct {
@@ -92,6 +104,9 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	for _, name := range []string{"initial-corrupt-check", "experimental-initial-corrupt-check"} {
 		fs.BoolVar(&cfg.InitialCorruptCheck, name, true, "compare this member's state with the others' as soon as it starts")
 	}
+	fs.Int64Var(&cfg.QuotaBackendBytes, "quota-backend-bytes", 0, "space quota in bytes: past it a NOSPACE alarm is raised and writes that grow the state are refused (0: etcd's default, 2 GiB; negative: no quota)")
+	compactMode := fs.String("auto-compaction-mode", server.CompactPeriodic, "automatic compaction: periodic (keep --auto-compaction-retention of time) or revision (keep that many revisions)")
+	compactRetention := fs.String("auto-compaction-retention", defaultCompactionRetention, "history automatic compaction keeps: a duration or a number of hours (periodic), a number of revisions (revision); 0 turns it off")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	fs.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", 1536*1024, "largest etcd request accepted, in bytes")
 	fs.DurationVar(&cfg.WatchProgressNotify, "watch-progress-notify-interval", 10*time.Minute, "how often etcd watches with progress_notify get a progress notification")
@@ -131,6 +146,11 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	if cfg.ElectionTimeout <= 0 || cfg.HeartbeatInterval <= 0 || cfg.HeartbeatInterval >= cfg.ElectionTimeout {
 		return cfg, errors.New("--heartbeat-interval and --election-timeout must be positive, the heartbeat shorter")
 	}
+	ac, err := server.ParseAutoCompaction(*compactMode, *compactRetention)
+	if err != nil {
+		return cfg, fmt.Errorf("--auto-compaction-mode/--auto-compaction-retention: %w", err)
+	}
+	cfg.AutoCompaction = ac
 	if cfg.CorruptCheckTime < 0 {
 		return cfg, errors.New("--corrupt-check-time must not be negative (0 turns the check off)")
 	}

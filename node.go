@@ -91,6 +91,8 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 		ApplyFault:           cfg.applyFault,
 		CorruptCheckInterval: cfg.CorruptCheckTime,
 		InitialCorruptCheck:  cfg.InitialCorruptCheck,
+		QuotaBackendBytes:    cfg.QuotaBackendBytes,
+		AutoCompaction:       cfg.AutoCompaction,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)

@@ -75,9 +75,23 @@ type MemberConfig struct {
 	CorruptCheckInterval time.Duration
 	InitialCorruptCheck  bool
 
+	// QuotaBackendBytes is the space quota (etcd's --quota-backend-bytes):
+	// a write that would take the state's size on disk past it raises a
+	// NOSPACE alarm and is refused, as is every write that would grow the
+	// state until the alarm is disarmed. 0 means DefaultQuotaBytes; a
+	// negative quota turns the check off.
+	QuotaBackendBytes int64
+	// AutoCompaction makes the leader compact history on its own (etcd's
+	// --auto-compaction-mode and --auto-compaction-retention); the zero
+	// value never compacts.
+	AutoCompaction AutoCompaction
+
 	// tamper, set only by tests, rewrites entries before this member
 	// applies them: the way a test damages one replica.
 	tamper func(*core.Entry)
+	// compactTicks, set only by tests, wakes the compactor instead of its
+	// ticker, so that a test with a fake Clock decides when it looks.
+	compactTicks <-chan time.Time
 }
 
 // ClientAddrs are the addresses a member serves clients on.
@@ -110,6 +124,8 @@ type Member struct {
 	// alarms are the active alarms of the current state (core.Meta).
 	alarms  atomic.Pointer[[]core.Alarm]
 	checker *corruptChecker
+	// quota is the space quota in bytes, 0 for none (see admit).
+	quota int64
 
 	cancel context.CancelFunc
 	bg     sync.WaitGroup // role follower, lessor, retiring stores
@@ -154,7 +170,7 @@ func OpenMember(cfg MemberConfig) (*Member, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("server: data dir: %w", err)
 	}
-	m := &Member{cfg: cfg, log: cfg.Logger}
+	m := &Member{cfg: cfg, log: cfg.Logger, quota: quotaBytes(cfg.QuotaBackendBytes)}
 	ref, err := m.openState()
 	if err != nil {
 		return nil, err
@@ -205,6 +221,19 @@ func OpenMember(cfg MemberConfig) (*Member, error) {
 		defer m.bg.Done()
 		m.checker.run()
 	}()
+	if cfg.AutoCompaction.Mode != "" {
+		ticks := cfg.compactTicks
+		if ticks == nil {
+			t := time.NewTicker(cfg.AutoCompaction.interval())
+			ticks = t.C
+			context.AfterFunc(ctx, t.Stop)
+		}
+		m.bg.Add(1)
+		go func() {
+			defer m.bg.Done()
+			m.runCompactor(ctx, ticks)
+		}()
+	}
 	return m, nil
 }
 
@@ -356,8 +385,8 @@ func clusterErr(what string, err error) error {
 // leader and answers once it has applied the commit itself, so the caller
 // reads its own write on this member.
 func (m *Member) Propose(ctx context.Context, op *core.Op) (*core.Result, error) {
-	if op.Alarm == nil && m.Corrupt() {
-		return nil, fmt.Errorf("propose: %w", core.ErrCorrupt)
+	if err := m.admit(ctx, op); err != nil {
+		return nil, fmt.Errorf("propose: %w", err)
 	}
 	return m.propose(ctx, op)
 }
