@@ -33,6 +33,9 @@ type Backend interface {
 	Leases() Lessor
 	// Status describes the member.
 	Status() Status
+	// Defragment gives back the disk space that deletes and compactions
+	// freed in this member's store (etcd's defrag); it changes no state.
+	Defragment(ctx context.Context) error
 	// Alarms are the active alarms, the same on every member (etcd's
 	// alarm list). A CORRUPT alarm naming this member, or member 0, means
 	// it refuses to serve clients (ErrCorrupt).

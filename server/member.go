@@ -59,6 +59,9 @@ type MemberConfig struct {
 	// MaxDiffEntries is how many missing entries a leader sends a member
 	// before it sends a snapshot instead (default zab's, 100 000).
 	MaxDiffEntries int
+	// ReclaimInterval is how often value log files that became mostly
+	// garbage are rewritten to give their space back (default 5 minutes).
+	ReclaimInterval time.Duration
 	// TrimInterval is how often the log is trimmed below what the state
 	// has made durable (default 1 minute).
 	TrimInterval time.Duration
@@ -154,6 +157,9 @@ func OpenMember(cfg MemberConfig) (*Member, error) {
 	if cfg.LeaseCheckInterval <= 0 {
 		cfg.LeaseCheckInterval = 100 * time.Millisecond
 	}
+	if cfg.ReclaimInterval <= 0 {
+		cfg.ReclaimInterval = defaultReclaimInterval
+	}
 	if cfg.TrimInterval <= 0 {
 		cfg.TrimInterval = time.Minute
 	}
@@ -212,10 +218,14 @@ func OpenMember(cfg MemberConfig) (*Member, error) {
 	}
 	m.zab.SetLeaderHandler(m.serveLeaderCall)
 	m.checker.running.Store(true)
-	m.bg.Add(2)
+	m.bg.Add(3)
 	go func() {
 		defer m.bg.Done()
 		m.followRoles(ctx)
+	}()
+	go func() {
+		defer m.bg.Done()
+		m.runReclaim(ctx, cfg.ReclaimInterval)
 	}()
 	go func() {
 		defer m.bg.Done()
