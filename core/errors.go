@@ -1,6 +1,9 @@
 package core
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // Code classifies why an op was refused. The faces map codes to their own
 // protocol's errors (see package translate).
@@ -81,13 +84,14 @@ func (e *Error) Is(target error) bool {
 	return ok && t.Code == e.Code && (t.Key == nil || string(t.Key) == string(e.Key))
 }
 
-// CodeOf returns the Code of err, CodeOK for nil, and 0xff for errors that
-// did not come from the state machine.
+// CodeOf returns the Code of err (or of the refusal it wraps), CodeOK for
+// nil, and 0xff for errors that did not come from the state machine.
 func CodeOf(err error) Code {
 	if err == nil {
 		return CodeOK
 	}
-	if e, ok := err.(*Error); ok {
+	var e *Error
+	if errors.As(err, &e) {
 		return e.Code
 	}
 	return 0xff
