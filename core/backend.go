@@ -85,7 +85,10 @@ type Status struct {
 	Rev          int64
 	CompactRev   int64
 	DBSize       int64
-	Members      []Member
+	// QuotaBytes is the space quota (etcd's --quota-backend-bytes), 0
+	// for none.
+	QuotaBytes int64
+	Members    []Member
 	// Err is why the member stopped applying the log (an I/O or apply
 	// failure), nil while it runs. A stopped member serves nothing more.
 	Err error

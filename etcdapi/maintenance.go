@@ -32,8 +32,15 @@ func (m *maintenanceServer) Status(ctx context.Context, _ *pb.StatusRequest) (*p
 	if leader == 0 && len(st.Members) <= 1 {
 		leader = st.MemberID
 	}
+	// etcd lists the active alarms as errors.
+	var errs []string
+	for _, a := range m.s.b.Alarms() {
+		errs = append(errs, (&pb.AlarmMember{MemberID: a.Member, Alarm: pb.AlarmType(a.Type)}).String())
+	}
 	return &pb.StatusResponse{
 		Header:           m.s.header(st.Rev),
+		DbSizeQuota:      st.QuotaBytes,
+		Errors:           errs,
 		Version:          m.s.cfg.Version,
 		DbSize:           dbSize,
 		DbSizeInUse:      dbSize,

@@ -537,6 +537,7 @@ func (m *Member) Status() core.Status {
 		Rev:          st.Rev,
 		CompactRev:   st.CompactRev,
 		DBSize:       st.DBSize,
+		QuotaBytes:   m.quota,
 		Members:      m.members(leader),
 		Err:          m.zab.Err(),
 		Alarms:       alarmNames(m.Alarms()),

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
 )
@@ -66,6 +67,10 @@ func (s *Store) Reclaim() error {
 		return fmt.Errorf("store: flatten: %w", err)
 	}
 	_, err := s.ReclaimValueLog()
+	// The next size asked for is measured, not the one from before.
+	s.sizeMu.Lock()
+	s.sizeAt = time.Time{}
+	s.sizeMu.Unlock()
 	return err
 }
 
