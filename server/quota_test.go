@@ -152,4 +152,3 @@ func TestSpaceQuota(t *testing.T) {
 		t.Fatalf("alarms after disarm: %v", a)
 	}
 }
-
