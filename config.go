@@ -59,6 +59,7 @@ type Config struct {
 	MaxBuffer         int
 	MaxClientConns    int
 	MaxConns          int
+	EnforceQuota      bool
 
 	// applyFault is MemberConfig.ApplyFault, for tests that need a member
 	// to stop as a failing disk would stop it; no flag sets it.
@@ -118,6 +119,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.IntVar(&cfg.MaxBuffer, "jute-maxbuffer", 0xfffff, "largest ZooKeeper packet accepted, in bytes")
 	fs.IntVar(&cfg.MaxClientConns, "max-client-cnxns", 60, "most connections one client IP may hold on the ZooKeeper port, as ZooKeeper's maxClientCnxns (0: no limit)")
 	fs.IntVar(&cfg.MaxConns, "max-cnxns", 0, "most connections the ZooKeeper port holds in all, as ZooKeeper's maxCnxns (0: no limit)")
+	fs.BoolVar(&cfg.EnforceQuota, "zk-enforce-quota", false, "refuse ZooKeeper writes past a hard quota set with setquota, as zookeeper.enforceQuota=true does")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}

@@ -117,6 +117,7 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 		MaxBuffer:           cfg.MaxBuffer,
 		MaxClientConns:      cfg.MaxClientConns,
 		MaxConns:            cfg.MaxConns,
+		EnforceQuota:        cfg.EnforceQuota,
 	})
 	mux := http.NewServeMux()
 	health := &healthChecks{b: backend, log: logger.With("face", "http"), timeout: healthTimeout(cfg)}
