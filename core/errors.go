@@ -1,9 +1,6 @@
 package core
 
-import (
-	"errors"
-	"fmt"
-)
+import "fmt"
 
 // Code classifies why an op was refused. The faces map codes to their own
 // protocol's errors (see package translate).
@@ -84,14 +81,13 @@ func (e *Error) Is(target error) bool {
 	return ok && t.Code == e.Code && (t.Key == nil || string(t.Key) == string(e.Key))
 }
 
-// CodeOf returns the Code of err (or of the refusal it wraps), CodeOK for
-// nil, and 0xff for errors that did not come from the state machine.
+// CodeOf returns the Code of err, CodeOK for nil, and 0xff for errors that
+// did not come from the state machine.
 func CodeOf(err error) Code {
 	if err == nil {
 		return CodeOK
 	}
-	var e *Error
-	if errors.As(err, &e) {
+	if e, ok := err.(*Error); ok {
 		return e.Code
 	}
 	return 0xff

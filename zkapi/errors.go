@@ -15,6 +15,12 @@ var errBackend = errors.New("zkapi: backend unavailable")
 // codeOf maps a state-machine refusal to the ZooKeeper error code the same
 // input gets from ZooKeeper.
 func codeOf(err error) jute.Code {
+	// A refusal made before proposing (too large for the log, NOSPACE)
+	// comes wrapped in the member's context.
+	var ce *core.Error
+	if errors.As(err, &ce) {
+		err = ce
+	}
 	switch core.CodeOf(err) {
 	case core.CodeOK:
 		return jute.CodeOk
