@@ -28,6 +28,23 @@ func TestQuotaBytes(t *testing.T) {
 	}
 }
 
+// kazooNoSpace creates a node (refused under NOSPACE) and reads /app in the
+// same session.
+const kazooNoSpace = `
+import sys
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
+zk = KazooClient(hosts=sys.argv[1], timeout=10)
+zk.start(timeout=30)
+try:
+    zk.create("/kazoo", b"x")
+    print("create: ok")
+except KazooException as e:
+    print("create: " + type(e).__name__)
+print("read: " + zk.get("/app")[0].decode())
+zk.stop()
+`
+
 // etcdctlFails runs etcdctl, which must fail, and returns its output.
 func etcdctlFails(t *testing.T, endpoint string, args ...string) string {
 	t.Helper()
@@ -110,6 +127,11 @@ func TestSpaceQuota(t *testing.T) {
 	}
 	if _, err := zc.Set("/app", []byte("bigger"), -1); err == nil {
 		t.Fatal("zk setData under NOSPACE succeeded")
+	}
+	// kazoo, as a Python application would see it: the error at once,
+	// then the same session reads.
+	if out := testenv.RunPython(t, kazooNoSpace, faces.zkAddr); out != "create: SystemZookeeperError\nread: a\n" {
+		t.Fatalf("kazoo under NOSPACE:\n%s", out)
 	}
 	if data, _, err := zc.Get("/app"); err != nil || string(data) != "a" {
 		t.Fatalf("zk get under NOSPACE: %q, %v", data, err)
