@@ -51,6 +51,10 @@ type Config struct {
 	// SpaceReserve is the free space the data directory keeps (see
 	// server.MemberConfig.SpaceReserve).
 	SpaceReserve int64
+	// Space (etcd's --quota-backend-bytes, --auto-compaction-mode and
+	// --auto-compaction-retention).
+	QuotaBackendBytes int64
+	AutoCompaction    server.AutoCompaction
 
 	// etcd face
 	MaxRequestBytes     int
@@ -80,6 +84,7 @@ type Config struct {
 	HostWhitelist []string
 	// DisableExtendedTypes turns TTL znodes off (--extended-types-enabled=false).
 	DisableExtendedTypes bool
+	EnforceQuota         bool
 
 	// applyFault is MemberConfig.ApplyFault, for tests that need a member
 	// to stop as a failing disk would stop it; no flag sets it.
@@ -94,6 +99,13 @@ type tlsFlags struct {
 	tlsfiles.Files
 	ClientCertAuth bool
 }
+
+// defaultCompactionRetention bounds history for a cluster whose clients
+// never compact (ZooKeeper clients): an hour, where etcd keeps everything
+// by default. Kubernetes compacts on its own to the revision of five
+// minutes ago, further than an hour-old revision, so this changes nothing
+// for it (see README, "Compaction and space").
+const defaultCompactionRetention = "1h"
 
 // Addrs are the addresses a running node listens on (ZK or ZKSecure empty
 // when that port is off).
@@ -141,6 +153,9 @@ func parseConfig(args, environ []string, stderr io.Writer) (Config, error) {
 		fs.BoolVar(&cfg.InitialCorruptCheck, name, true, "compare this member's state with the others' as soon as it starts")
 	}
 	fs.Int64Var(&cfg.SpaceReserve, "space-reserve-bytes", server.DefaultSpaceReserve, "free space the data directory keeps: below it this member raises NOSPACE and refuses writes until space is freed (room for Badger to flush and compact)")
+	fs.Int64Var(&cfg.QuotaBackendBytes, "quota-backend-bytes", 0, "space quota in bytes: past it a NOSPACE alarm is raised and writes that grow the state are refused (0: etcd's default, 2 GiB; negative: no quota)")
+	compactMode := fs.String("auto-compaction-mode", server.CompactPeriodic, "automatic compaction: periodic (keep --auto-compaction-retention of time) or revision (keep that many revisions)")
+	compactRetention := fs.String("auto-compaction-retention", defaultCompactionRetention, "history automatic compaction keeps: a duration or a number of hours (periodic), a number of revisions (revision); 0 turns it off")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	fs.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", 1536*1024, "largest etcd request accepted, in bytes")
 	fs.DurationVar(&cfg.WatchProgressNotify, "watch-progress-notify-interval", 10*time.Minute, "how often etcd watches with progress_notify get a progress notification")
@@ -166,6 +181,7 @@ func parseConfig(args, environ []string, stderr io.Writer) (Config, error) {
 	fs.IntVar(&cfg.MaxConns, "max-cnxns", 0, "most connections the ZooKeeper port holds in all, as ZooKeeper's maxCnxns (0: no limit)")
 	idFromHostname := fs.Bool("id-from-hostname", false, "take --id from the trailing number of the host name, plus 1 (a Kubernetes StatefulSet's pod janus-0 is member 1)")
 	extendedTypes := fs.Bool("extended-types-enabled", true, "allow TTL znodes, as ZooKeeper's extendedTypesEnabled (on by default in Janus; off when --zk-config's file does not turn it on, as in ZooKeeper)")
+	fs.BoolVar(&cfg.EnforceQuota, "zk-enforce-quota", false, "refuse ZooKeeper writes past a hard quota set with setquota, as zookeeper.enforceQuota=true does")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -228,6 +244,11 @@ func parseConfig(args, environ []string, stderr io.Writer) (Config, error) {
 	if cfg.ElectionTimeout <= 0 || cfg.HeartbeatInterval <= 0 || cfg.HeartbeatInterval >= cfg.ElectionTimeout {
 		return cfg, errors.New("--heartbeat-interval and --election-timeout must be positive, the heartbeat shorter")
 	}
+	ac, err := server.ParseAutoCompaction(*compactMode, *compactRetention)
+	if err != nil {
+		return cfg, fmt.Errorf("--auto-compaction-mode/--auto-compaction-retention: %w", err)
+	}
+	cfg.AutoCompaction = ac
 	if cfg.CorruptCheckTime < 0 {
 		return cfg, errors.New("--corrupt-check-time must not be negative (0 turns the check off)")
 	}

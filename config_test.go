@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/januskv/janus/server"
 )
 
 func TestEnsembleFlags(t *testing.T) {
@@ -169,5 +171,39 @@ func TestIDFromOrdinal(t *testing.T) {
 		if (err == nil) != c.ok || id != c.id {
 			t.Errorf("%q: got %d, %v; want %d (ok %v)", c.host, id, err, c.id, c.ok)
 		}
+	}
+}
+
+func TestSpaceFlags(t *testing.T) {
+	tests := []struct {
+		args    []string
+		quota   int64
+		compact server.AutoCompaction
+		wantErr string
+	}{
+		// Janus keeps an hour of history unless told otherwise.
+		{nil, 0, server.AutoCompaction{Mode: "periodic", Period: time.Hour}, ""},
+		{[]string{"--quota-backend-bytes", "-1", "--auto-compaction-retention", "0"}, -1, server.AutoCompaction{}, ""},
+		{[]string{"--quota-backend-bytes", "8589934592", "--auto-compaction-mode", "revision", "--auto-compaction-retention", "10000"}, 8 << 30, server.AutoCompaction{Mode: "revision", Revisions: 10000}, ""},
+		{[]string{"--auto-compaction-retention", "2"}, 0, server.AutoCompaction{Mode: "periodic", Period: 2 * time.Hour}, ""},
+		{[]string{"--auto-compaction-mode", "revision", "--auto-compaction-retention", "1h"}, 0, server.AutoCompaction{}, "number of revisions"},
+		{[]string{"--auto-compaction-mode", "hourly"}, 0, server.AutoCompaction{}, "neither periodic nor revision"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			cfg, err := parseFlags(tt.args, io.Discard)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got %v, want an error mentioning %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.QuotaBackendBytes != tt.quota || cfg.AutoCompaction != tt.compact {
+				t.Fatalf("quota %d, compaction %+v; want %d, %+v", cfg.QuotaBackendBytes, cfg.AutoCompaction, tt.quota, tt.compact)
+			}
+		})
 	}
 }

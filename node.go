@@ -139,6 +139,8 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 		InitialCorruptCheck:  cfg.InitialCorruptCheck,
 		SpaceReserve:         cfg.SpaceReserve,
 		Observer:             reg,
+		QuotaBackendBytes:    cfg.QuotaBackendBytes,
+		AutoCompaction:       cfg.AutoCompaction,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
@@ -172,6 +174,7 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 		MaxClientConns:       cfg.MaxClientConns,
 		MaxConns:             cfg.MaxConns,
 		DisableExtendedTypes: cfg.DisableExtendedTypes,
+		EnforceQuota:         cfg.EnforceQuota,
 	})
 	reg.WatchMember(member, metrics.MemberOptions{Version: etcdapi.DefaultVersion})
 	reg.WatchZooKeeper(n.zk)

@@ -24,6 +24,10 @@ func Apply(ov *Overlay, e *Entry) (*Result, *Batch, error) {
 	// The faces refuse ops over a storage limit before proposing them;
 	// one in the log anyway is refused here alike on every member.
 	refused := CheckOp(&e.Op)
+	if refused == nil {
+		// While NOSPACE is active only what shrinks the state runs.
+		refused = CheckSpace(meta.Alarms, &e.Op)
+	}
 	switch op := e.Op; {
 	case refused != nil:
 		res = &Result{Err: refused}

@@ -27,6 +27,9 @@ const (
 	CodeKeyTooLong // a key or path over MaxKeyBytes
 	CodeTooLarge   // a record over MaxRecordBytes
 	CodeTooDeep    // Txns nested over MaxTxnDepth
+	// CodeNoSpace: a NOSPACE alarm is active and the op would grow the
+	// state (see CheckSpace).
+	CodeNoSpace
 )
 
 var codeNames = [...]string{
@@ -48,6 +51,7 @@ var codeNames = [...]string{
 	CodeKeyTooLong:              "key is too long",
 	CodeTooLarge:                "request is too large",
 	CodeTooDeep:                 "transactions nested too deeply",
+	CodeNoSpace:                 "database space exceeded",
 }
 
 func (c Code) String() string {

@@ -25,9 +25,4 @@ var (
 	// state until the alarm is disarmed (etcd: "etcdserver: corrupt
 	// cluster"; ZooKeeper: ConnectionLoss).
 	ErrCorrupt = errors.New("core: corrupt member")
-	// ErrNoSpace: the member refused a write because its disk is full or
-	// read-only (a NOSPACE alarm names it until the disk takes writes
-	// again). Nothing was proposed; reads still work (etcd: "etcdserver:
-	// mvcc: database space exceeded").
-	ErrNoSpace = errors.New("core: no space")
 )

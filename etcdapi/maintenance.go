@@ -32,8 +32,15 @@ func (m *maintenanceServer) Status(ctx context.Context, _ *pb.StatusRequest) (*p
 	if leader == 0 && len(st.Members) <= 1 {
 		leader = st.MemberID
 	}
+	// etcd lists the active alarms as errors.
+	var errs []string
+	for _, a := range m.s.b.Alarms() {
+		errs = append(errs, (&pb.AlarmMember{MemberID: a.Member, Alarm: pb.AlarmType(a.Type)}).String())
+	}
 	return &pb.StatusResponse{
 		Header:           m.s.header(st.Rev),
+		DbSizeQuota:      st.QuotaBytes,
+		Errors:           errs,
 		Version:          m.s.cfg.Version,
 		DbSize:           dbSize,
 		DbSizeInUse:      dbSize,
@@ -105,9 +112,12 @@ func (m *maintenanceServer) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.
 	return resp, nil
 }
 
-// Defragment is accepted and does nothing: the store reclaims space on its
-// own.
+// Defragment gives back, at once, the disk space the member's deletes and
+// compactions freed, as etcd's defrag does for its bbolt file.
 func (m *maintenanceServer) Defragment(ctx context.Context, _ *pb.DefragmentRequest) (*pb.DefragmentResponse, error) {
+	if err := m.s.b.Defragment(ctx); err != nil {
+		return nil, grpcError(err)
+	}
 	return &pb.DefragmentResponse{Header: m.s.header(m.s.currentRev())}, nil
 }
 

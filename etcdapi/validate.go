@@ -218,6 +218,8 @@ func grpcError(err error) error {
 		return rpctypes.ErrGRPCTooManyOps
 	case core.CodeBadArguments:
 		return errGRPCBadRequest
+	case core.CodeNoSpace:
+		return rpctypes.ErrGRPCNoSpace
 	}
 	switch {
 	case errors.Is(err, context.Canceled):
@@ -232,8 +234,6 @@ func grpcError(err error) error {
 		return rpctypes.ErrGRPCLeaderChanged
 	case errors.Is(err, core.ErrCorrupt):
 		return rpctypes.ErrGRPCCorrupt
-	case errors.Is(err, core.ErrNoSpace):
-		return rpctypes.ErrGRPCNoSpace
 	}
 	return status.Error(codes.Unknown, err.Error())
 }

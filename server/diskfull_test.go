@@ -101,12 +101,16 @@ func TestDiskFullIsAnAlarmNotADeath(t *testing.T) {
 	if data, _, err := zc.Get("/before/0"); err != nil || string(data) != "v-/before/0" {
 		t.Errorf("ZooKeeper read on a full disk: %q, %v", data, err)
 	}
-	// As a ZooKeeper server whose log cannot be written drops its
-	// clients: the client sees its connection lost.
+	// The same answer as a quota's NOSPACE (see zkapi's codeOf): error
+	// code -1, SystemError, which clients raise at once and keep their
+	// session through.
 	if _, err := zc.Create("/zk-refused", nil, 0, zk.WorldACL(zk.PermAll)); err == nil {
 		t.Error("ZooKeeper create on a full disk succeeded")
-	} else {
-		t.Logf("ZooKeeper create on a full disk: %v", err)
+	} else if !strings.Contains(err.Error(), "-1") || errors.Is(err, zk.ErrConnectionClosed) {
+		t.Errorf("ZooKeeper create on a full disk: %v, want SystemError (-1)", err)
+	}
+	if _, _, err := zc.Get("/before/0"); err != nil {
+		t.Errorf("ZooKeeper read after a refused create: %v (the session must go on)", err)
 	}
 
 	disk.full.Store(false)

@@ -61,6 +61,9 @@ type MemberConfig struct {
 	// MaxDiffEntries is how many missing entries a leader sends a member
 	// before it sends a snapshot instead (default zab's, 100 000).
 	MaxDiffEntries int
+	// ReclaimInterval is how often value log files that became mostly
+	// garbage are rewritten to give their space back (default 5 minutes).
+	ReclaimInterval time.Duration
 	// TrimInterval is how often the log is trimmed below what the state
 	// has made durable (default 1 minute).
 	TrimInterval time.Duration
@@ -92,9 +95,23 @@ type MemberConfig struct {
 	CorruptCheckInterval time.Duration
 	InitialCorruptCheck  bool
 
+	// QuotaBackendBytes is the space quota (etcd's --quota-backend-bytes):
+	// a write that would take the state's size on disk past it raises a
+	// NOSPACE alarm and is refused, as is every write that would grow the
+	// state until the alarm is disarmed. 0 means DefaultQuotaBytes; a
+	// negative quota turns the check off.
+	QuotaBackendBytes int64
+	// AutoCompaction makes the leader compact history on its own (etcd's
+	// --auto-compaction-mode and --auto-compaction-retention); the zero
+	// value never compacts.
+	AutoCompaction AutoCompaction
+
 	// tamper, set only by tests, rewrites entries before this member
 	// applies them: the way a test damages one replica.
 	tamper func(*core.Entry)
+	// compactTicks, set only by tests, wakes the compactor instead of its
+	// ticker, so that a test with a fake Clock decides when it looks.
+	compactTicks <-chan time.Time
 }
 
 // ClientAddrs are the addresses a member serves clients on.
@@ -131,6 +148,8 @@ type Member struct {
 	// noSpace is what NoSpace last found, so that each change is logged
 	// once.
 	noSpace atomic.Bool
+	// quota is the space quota in bytes, 0 for none (see admit).
+	quota int64
 
 	cancel context.CancelFunc
 	bg     sync.WaitGroup // role follower, lessor, retiring stores
@@ -162,6 +181,9 @@ func OpenMember(cfg MemberConfig) (*Member, error) {
 	if cfg.LeaseCheckInterval <= 0 {
 		cfg.LeaseCheckInterval = 100 * time.Millisecond
 	}
+	if cfg.ReclaimInterval <= 0 {
+		cfg.ReclaimInterval = defaultReclaimInterval
+	}
 	if cfg.TrimInterval <= 0 {
 		cfg.TrimInterval = time.Minute
 	}
@@ -181,7 +203,7 @@ func OpenMember(cfg MemberConfig) (*Member, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("server: data dir: %w", err)
 	}
-	m := &Member{cfg: cfg, log: cfg.Logger}
+	m := &Member{cfg: cfg, log: cfg.Logger, quota: quotaBytes(cfg.QuotaBackendBytes)}
 	ref, err := m.openState()
 	if err != nil {
 		return nil, err
@@ -226,15 +248,32 @@ func OpenMember(cfg MemberConfig) (*Member, error) {
 	}
 	m.zab.SetLeaderHandler(m.serveLeaderCall)
 	m.checker.running.Store(true)
-	m.bg.Add(2)
+	m.bg.Add(3)
 	go func() {
 		defer m.bg.Done()
 		m.followRoles(ctx)
 	}()
 	go func() {
 		defer m.bg.Done()
+		m.runReclaim(ctx, cfg.ReclaimInterval)
+	}()
+	go func() {
+		defer m.bg.Done()
 		m.checker.run()
 	}()
+	if cfg.AutoCompaction.Mode != "" {
+		ticks := cfg.compactTicks
+		if ticks == nil {
+			t := time.NewTicker(cfg.AutoCompaction.interval())
+			ticks = t.C
+			context.AfterFunc(ctx, t.Stop)
+		}
+		m.bg.Add(1)
+		go func() {
+			defer m.bg.Done()
+			m.runCompactor(ctx, ticks)
+		}()
+	}
 	return m, nil
 }
 
@@ -409,8 +448,8 @@ func clusterErr(what string, err error) error {
 // leader and answers once it has applied the commit itself, so the caller
 // reads its own write on this member.
 func (m *Member) Propose(ctx context.Context, op *core.Op) (*core.Result, error) {
-	if op.Alarm == nil && m.Corrupt() {
-		return nil, fmt.Errorf("propose: %w", core.ErrCorrupt)
+	if err := m.admit(ctx, op); err != nil {
+		return nil, fmt.Errorf("propose: %w", err)
 	}
 	if err := m.refuseIfFull(op); err != nil {
 		return nil, err
@@ -556,6 +595,7 @@ func (m *Member) Status() core.Status {
 		Rev:          st.Rev,
 		CompactRev:   st.CompactRev,
 		DBSize:       st.DBSize,
+		QuotaBytes:   m.quota,
 		Members:      m.members(leader),
 		Err:          m.zab.Err(),
 		Alarms:       alarmNames(m.Alarms()),

@@ -11,8 +11,8 @@ import (
 // Submit implements core.Backend: the op's place in the log order is fixed
 // when Submit returns.
 func (m *Member) Submit(ctx context.Context, op *core.Op) (core.Pending, error) {
-	if op.Alarm == nil && m.Corrupt() {
-		return nil, fmt.Errorf("propose: %w", core.ErrCorrupt)
+	if err := m.admit(ctx, op); err != nil {
+		return nil, fmt.Errorf("propose: %w", err)
 	}
 	if err := m.refuseIfFull(op); err != nil {
 		return nil, err

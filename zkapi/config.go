@@ -40,6 +40,10 @@ type Config struct {
 	// once it is reached the connection reads no more until the oldest
 	// is answered.
 	MaxOutstanding int
+	// EnforceQuota refuses creates and setData that pass a hard quota set
+	// under /zookeeper/quota, as ZooKeeper's zookeeper.enforceQuota=true
+	// does (off by default, as in ZooKeeper); see quota.go.
+	EnforceQuota bool
 	// Clock is the wall clock the reaper compares TTLs with (default
 	// time.Now).
 	Clock func() time.Time

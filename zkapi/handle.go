@@ -195,6 +195,9 @@ func (c *conn) prepareWrite(op jute.OpCode, rec jute.Record, ids []core.ID) (cor
 			c.log.Info("refusing write over a storage limit", "op", op, "err", err)
 			return core.TxnOp{}, codeOf(err)
 		}
+		if code := c.checkQuota(top); code != jute.CodeOk {
+			return core.TxnOp{}, code
+		}
 	}
 	return top, code
 }

@@ -291,13 +291,25 @@ func (s *Server) markReady() {
 
 // ensureSystemNodes creates /zookeeper, /zookeeper/quota and
 // /zookeeper/config if they are missing, as every ZooKeeper has them
-// (Curator reads /zookeeper/config on connect).
+// (Curator reads /zookeeper/config on connect). Nodes that exist are not
+// proposed again: a member restarted while NOSPACE is active refuses
+// every create, and must still serve.
 func (s *Server) ensureSystemNodes() error {
+	v, err := s.backend.Read(s.ctx, 0)
+	if err != nil {
+		return fmt.Errorf("read system nodes: %w", err)
+	}
+	defer v.Close()
 	readOnly := []core.ACL{{Perms: core.PermRead, ID: core.ID{Scheme: "world", ID: "anyone"}}}
 	for _, n := range []struct {
 		path string
 		acl  []core.ACL
 	}{{"/zookeeper", nil}, {"/zookeeper/quota", nil}, {"/zookeeper/config", readOnly}} {
+		if node, err := v.Node([]byte(n.path)); err != nil {
+			return fmt.Errorf("read %s: %w", n.path, err)
+		} else if node != nil {
+			continue
+		}
 		op := &core.Op{Txn: &core.Txn{Success: []core.TxnOp{{
 			Kind: core.OpCreate, Key: []byte(n.path), Value: []byte{}, Create: &core.CreateOptions{ACL: n.acl},
 		}}}}

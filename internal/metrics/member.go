@@ -26,9 +26,6 @@ type Member interface {
 type MemberOptions struct {
 	// Version is the etcd server version Janus reports (etcd_server_version).
 	Version string
-	// QuotaBytes is the backend quota (etcd_server_quota_backend_bytes); 0
-	// leaves the metric out.
-	QuotaBytes int64
 	// ScanTimeout bounds the read that counts keys and leases at a scrape.
 	ScanTimeout time.Duration
 }
@@ -123,8 +120,8 @@ func (c *memberCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descFailed, float64(counts.ProposalsFailed))
 	counter(descSlowApply, float64(counts.SlowApplies))
 	gauge(descServerID, 1, strconv.FormatUint(st.MemberID, 16))
-	if c.opts.QuotaBytes > 0 {
-		gauge(descQuota, float64(c.opts.QuotaBytes))
+	if st.QuotaBytes > 0 { // none when the quota is off
+		gauge(descQuota, float64(st.QuotaBytes))
 	}
 	gauge(descDBSize, float64(st.DBSize))
 	gauge(descDBInUse, float64(st.DBSize))
