@@ -150,6 +150,13 @@ func (a *applier) txn(t *Txn) (*Result, error) {
 		if err := a.decide(t); err != nil {
 			return nil, err
 		}
+		refused, err := a.precheck(t)
+		if err != nil {
+			return nil, err
+		}
+		if refused != nil {
+			return &Result{Err: refused}, nil
+		}
 	}
 	ok := a.branch(t)
 	ops := t.Success
@@ -178,7 +185,12 @@ func (a *applier) op(op *TxnOp, auth []ID) (OpResult, error, error) {
 		opts := RangeOptions{}
 		if op.Range != nil {
 			opts = *op.Range
-			opts.Rev = 0
+		}
+		if opts.Rev != 0 {
+			// precheck has found the revision readable; its data is
+			// history, which the member answering the client reads from
+			// a View at that revision (see RangeOptions.Rev).
+			return OpResult{Kind: OpRange}, nil, nil
 		}
 		r, err := DoRange(a.ov, op.Key, op.End, opts)
 		return r, nil, err
@@ -239,6 +251,69 @@ func (a *applier) decide(t *Txn) error {
 		}
 	}
 	return nil
+}
+
+// precheck refuses, before any op of the outermost Txn t runs, what etcd
+// refuses before running a Txn (its checkTxn): walking the branches that
+// will run, in order, a range at a revision in the future or below the
+// compaction point, a put of a lease that does not exist, and a put that
+// keeps the value or lease of a key that does not exist. All of it is read
+// from the state before the Txn, so a refused Txn changes nothing.
+func (a *applier) precheck(t *Txn) (error, error) {
+	ops := t.Success
+	if !a.branch(t) {
+		ops = t.Failure
+	}
+	for i := range ops {
+		op := &ops[i]
+		var refused error
+		var err error
+		switch op.Kind {
+		case OpRange:
+			if op.Range != nil {
+				refused = checkRangeRev(a.meta, op.Range.Rev)
+			}
+		case OpPut:
+			refused, err = a.checkPut(op)
+		case OpTxn:
+			if op.Txn != nil {
+				refused, err = a.precheck(op.Txn)
+			}
+		}
+		if err != nil || refused != nil {
+			return refused, err
+		}
+	}
+	return nil, nil
+}
+
+// checkRangeRev refuses a read at a revision the state m cannot show.
+func checkRangeRev(m Meta, rev int64) error {
+	switch {
+	case rev == 0:
+		return nil
+	case rev > m.Rev:
+		return ErrFutureRev
+	case rev < m.CompactRev:
+		return ErrCompacted
+	}
+	return nil
+}
+
+func (a *applier) checkPut(op *TxnOp) (error, error) {
+	if op.Lease != 0 {
+		le, err := a.ov.Lease(op.Lease)
+		if err != nil || le == nil {
+			return errCode(CodeLeaseNotFound, op.Key), err
+		}
+	}
+	if op.IgnoreValue || op.IgnoreLease {
+		n, err := a.ov.Node(op.Key)
+		if err != nil || n == nil {
+			return errCode(CodeKeyNotFound, op.Key), err
+		}
+	}
+	return nil, nil
 }
 
 // compares evaluates etcd compares in order; all must hold.

@@ -453,3 +453,55 @@ func TestSequentialCreateOfADirectoryPath(t *testing.T) {
 		t.Fatalf("create -s /q/: %+v", res)
 	}
 }
+
+// TestTxnRangeAtRevisionIsCheckedFirst: a range at a revision the state
+// cannot show refuses the whole Txn before any op runs, so its writes are
+// not made, whichever branch or nesting level the range sits in; a readable
+// one is left for the caller to read at that revision.
+func TestTxnRangeAtRevisionIsCheckedFirst(t *testing.T) {
+	at := func(rev int64) core.TxnOp {
+		return core.TxnOp{Kind: core.OpRange, Key: []byte("a"), Range: &core.RangeOptions{Rev: rev}}
+	}
+	nested := func(ops ...core.TxnOp) core.TxnOp {
+		return core.TxnOp{Kind: core.OpTxn, Txn: &core.Txn{Success: ops}}
+	}
+	for _, tc := range []struct {
+		name string
+		ops  []core.TxnOp
+		want core.Code
+	}{
+		{"future", []core.TxnOp{put("w", "x"), at(5)}, core.CodeFutureRev},
+		{"compacted", []core.TxnOp{put("w", "x"), at(2)}, core.CodeCompacted},
+		{"nested compacted", []core.TxnOp{put("w", "x"), nested(put("v", "y"), at(1))}, core.CodeCompacted},
+		{"first refusal wins", []core.TxnOp{at(9), at(1)}, core.CodeFutureRev},
+		{"missing lease before the range", []core.TxnOp{{Kind: core.OpPut, Key: []byte("w"), Lease: 7}, at(9)}, core.CodeLeaseNotFound},
+		{"compaction point", []core.TxnOp{put("w", "x"), at(3)}, core.CodeOK},
+		{"current", []core.TxnOp{put("w", "x"), at(4)}, core.CodeOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.txn(put("a", "1"))
+			h.txn(put("a", "2"))
+			h.txn(put("a", "3")) // revision 4
+			if res, _ := h.apply(core.Op{Compact: &core.Compact{Rev: 3}}); res.Err != nil {
+				t.Fatalf("compact: %v", res.Err)
+			}
+			res := h.txn(tc.ops...)
+			if got := core.CodeOf(res.Err); got != tc.want {
+				t.Fatalf("txn: %v (code %v), want code %v", res.Err, got, tc.want)
+			}
+			if tc.want != core.CodeOK {
+				if h.rev() != 4 || h.node("w") != nil || h.node("v") != nil {
+					t.Fatalf("a refused Txn wrote: rev %d", h.rev())
+				}
+				return
+			}
+			if h.node("w") == nil {
+				t.Fatal("an accepted Txn did not write")
+			}
+			if r := res.Ops[1]; r.Kind != core.OpRange || r.Nodes != nil || r.Count != 0 {
+				t.Fatalf("a range at a revision read the current state: %+v", r)
+			}
+		})
+	}
+}

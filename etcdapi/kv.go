@@ -118,21 +118,105 @@ func (k *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, 
 		return nil, err
 	}
 	op := &core.Op{Txn: txn(r)}
+	var res *core.Result
+	var err error
 	if readOnly(r) {
-		res, err := k.readTxn(ctx, op, serializableTxn(r))
+		res, err = k.readTxn(ctx, op, serializableTxn(r))
 		if err != nil {
 			return nil, err
 		}
-		return txnResponse(res, op.Txn, k.s.header(res.Rev)), nil
-	}
-	if err := k.checkSize(r); err != nil {
-		return nil, err
-	}
-	res, err := k.s.propose(ctx, op)
-	if err != nil {
-		return nil, err
+	} else {
+		if err := k.checkSize(r); err != nil {
+			return nil, err
+		}
+		// Opened before the Txn is ordered: a view pins its revision
+		// against a compaction applied meanwhile.
+		views := k.openRevViews(ctx, op.Txn, nil)
+		defer views.close()
+		res, err = k.s.propose(ctx, op)
+		if err != nil {
+			return nil, err
+		}
+		if err := k.readRevRanges(ctx, op.Txn, res, views); err != nil {
+			return nil, err
+		}
 	}
 	return txnResponse(res, op.Txn, k.s.header(res.Rev)), nil
+}
+
+// revViews are the views a Txn's ranges at a revision read, by revision.
+type revViews map[int64]core.ReadView
+
+func (vs revViews) close() {
+	for _, v := range vs {
+		v.Close()
+	}
+}
+
+// openRevViews opens a view at every revision a range of t names, in either
+// branch, leaving out those it cannot open: Apply refuses the Txn if that
+// still holds when it runs.
+func (k *kvServer) openRevViews(ctx context.Context, t *core.Txn, vs revViews) revViews {
+	for _, ops := range [][]core.TxnOp{t.Success, t.Failure} {
+		for i := range ops {
+			op := &ops[i]
+			switch {
+			case op.Kind == core.OpTxn && op.Txn != nil:
+				vs = k.openRevViews(ctx, op.Txn, vs)
+			case op.Kind == core.OpRange && op.Range != nil && op.Range.Rev != 0:
+				if _, ok := vs[op.Range.Rev]; ok {
+					continue
+				}
+				v, err := k.s.b.Read(ctx, op.Range.Rev)
+				if err != nil {
+					continue
+				}
+				if vs == nil {
+					vs = revViews{}
+				}
+				vs[op.Range.Rev] = v
+			}
+		}
+	}
+	return vs
+}
+
+// readRevRanges answers the ranges at a revision of the branches of t that
+// res took, which Apply checked but left empty, from views at their
+// revisions. It reads them from vs, or opens the view now; that fails only
+// if a revision that was in the future when the Txn arrived has been
+// compacted since it was applied.
+func (k *kvServer) readRevRanges(ctx context.Context, t *core.Txn, res *core.Result, vs revViews) error {
+	ops := t.Success
+	if !res.Succeeded {
+		ops = t.Failure
+	}
+	for i := range res.Ops {
+		op, r := &ops[i], &res.Ops[i]
+		switch {
+		case op.Kind == core.OpTxn && op.Txn != nil && r.Txn != nil:
+			if err := k.readRevRanges(ctx, op.Txn, r.Txn, vs); err != nil {
+				return err
+			}
+		case op.Kind == core.OpRange && op.Range != nil && op.Range.Rev != 0:
+			v, ok := vs[op.Range.Rev]
+			if !ok {
+				opened, err := k.s.b.Read(ctx, op.Range.Rev)
+				if err != nil {
+					return grpcError(err)
+				}
+				defer opened.Close()
+				v = opened
+			}
+			read, err := core.DoRange(v, op.Key, op.End, *op.Range)
+			if err != nil {
+				return grpcError(err)
+			}
+			read.Rev = r.Rev
+			*r = read
+		}
+	}
+	return nil
 }
 
 // readTxn evaluates a Txn that writes nothing on a view instead of
@@ -154,6 +238,9 @@ func (k *kvServer) readTxn(ctx context.Context, op *core.Op, serializable bool) 
 	}
 	if res.Err != nil {
 		return nil, grpcError(res.Err)
+	}
+	if err := k.readRevRanges(ctx, op.Txn, res, revViews{v.Rev(): v}); err != nil {
+		return nil, err
 	}
 	return res, nil
 }
