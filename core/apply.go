@@ -873,11 +873,14 @@ func (a *applier) compact(c *Compact) *Result {
 	if c.Rev > a.meta.Rev {
 		return &Result{Err: ErrFutureRev}
 	}
-	if c.Rev <= a.meta.CompactRev {
+	// As etcd, whose compaction point starts at -1: compacting to 0 is
+	// accepted once, on a store never compacted.
+	if c.Rev < 0 || c.Rev <= a.meta.CompactRev && a.meta.Compacted {
 		return &Result{Err: ErrCompacted}
 	}
-	a.meta.CompactRev = c.Rev
+	a.meta.CompactRev, a.meta.Compacted = c.Rev, true
 	a.compactTo = c.Rev
+	a.metaChanged = true
 	return &Result{}
 }
 

@@ -409,6 +409,21 @@ func TestCompactBounds(t *testing.T) {
 	if !errors.Is(res.Err, core.ErrFutureRev) {
 		t.Fatalf("compact beyond the revision: %v", res.Err)
 	}
+	// etcd takes a compaction to 0 once, on a store never compacted,
+	// and the flag saying so must survive the stored form.
+	for i, want := range []core.Code{core.CodeOK, core.CodeCompacted} {
+		res, _ = h.apply(core.Op{Compact: &core.Compact{Rev: 0}})
+		if got := core.CodeOf(res.Err); got != want {
+			t.Fatalf("compact to 0, time %d: %v, want code %v", i+1, res.Err, want)
+		}
+		m, _ := h.m.Meta()
+		if back, err := core.DecodeMeta(core.AppendMeta(nil, m)); err != nil || back.Compacted != m.Compacted || !m.Compacted {
+			t.Fatalf("meta round trip of %+v: %+v, %v", m, back, err)
+		}
+	}
+	if res, _ = h.apply(core.Op{Compact: &core.Compact{Rev: -1}}); !errors.Is(res.Err, core.ErrCompacted) {
+		t.Fatalf("compact to -1: %v", res.Err)
+	}
 	res, b := h.apply(core.Op{Compact: &core.Compact{Rev: 2}})
 	if res.Err != nil || b.Compact != 2 {
 		t.Fatalf("compact: %v %+v", res.Err, b)

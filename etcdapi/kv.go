@@ -246,11 +246,6 @@ func (k *kvServer) readTxn(ctx context.Context, op *core.Op, serializable bool) 
 }
 
 func (k *kvServer) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.CompactionResponse, error) {
-	if r.Revision == 0 && k.s.b.Status().CompactRev == 0 {
-		// etcd accepts compacting to revision 0 on a store never
-		// compacted, where the core's "nothing below 0" refuses it.
-		return &pb.CompactionResponse{Header: k.s.header(k.s.currentRev())}, nil
-	}
 	res, err := k.s.propose(ctx, &core.Op{Compact: &core.Compact{Rev: r.Revision}})
 	if err != nil {
 		return nil, err
