@@ -751,3 +751,80 @@ func TestCompactRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchFromCompactedRevision compares what a watch from below and
+// above a compaction gets, after the compaction the Kubernetes API server
+// makes (a Txn on its compact key, then a physical Compact at the revision
+// of the last object write): from below it, a response with
+// compact_revision set that cancels the watch, which Kubernetes turns into
+// 410 Gone; from above, the events since. etcd batches replayed events
+// into fewer responses than Janus, so events are compared as one list.
+func TestWatchFromCompactedRevision(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a real etcd")
+	}
+	ctx := testCtx(t)
+	ref := testenv.StartEtcd(t)
+	j := startJanus(t)
+	sides := []*side{{name: "etcd", c: newClient(t, ref.Endpoints...)}, {name: "janus", c: j.Client}}
+	var compactRev, last int64
+	for _, s := range sides {
+		for i := range 6 {
+			resp, err := s.c.Put(ctx, fmt.Sprint("/registry/pods/p", i%2), fmt.Sprint(i))
+			if err != nil {
+				t.Fatalf("%s: put: %v", s.name, err)
+			}
+			compactRev = resp.Header.Revision
+		}
+		// The API server's compactor: claim the compaction through the
+		// version of compact_rev_key, then compact.
+		const key = "compact_rev_key"
+		tr, err := s.c.Txn(ctx).If(clientv3.Compare(clientv3.Version(key), "=", 0)).
+			Then(clientv3.OpPut(key, fmt.Sprint(compactRev))).Else(clientv3.OpGet(key)).Commit()
+		if err != nil || !tr.Succeeded {
+			t.Fatalf("%s: compact txn: %v %+v", s.name, err, tr)
+		}
+		if _, err := s.c.Compact(ctx, compactRev, clientv3.WithCompactPhysical()); err != nil {
+			t.Fatalf("%s: compact: %v", s.name, err)
+		}
+		for _, v := range []string{"after", "again"} {
+			resp, err := s.c.Put(ctx, "/registry/pods/p0", v)
+			if err != nil {
+				t.Fatalf("%s: put: %v", s.name, err)
+			}
+			last = resp.Header.Revision
+		}
+	}
+	for _, start := range []int64{1, 2, compactRev - 1, compactRev + 1, last} {
+		var outs [2]string
+		for i, s := range sides {
+			wctx, cancel := context.WithCancel(ctx)
+			w := s.c.Watch(wctx, "/registry/pods/", clientv3.WithPrefix(), clientv3.WithRev(start),
+				clientv3.WithPrevKV(), clientv3.WithProgressNotify(), clientv3.WithCreatedNotify())
+			var got []string
+			for wr := range w {
+				if len(wr.Events) > 0 {
+					for _, ev := range wr.Events {
+						got = append(got, prototext.MarshalOptions{}.Format(ev))
+					}
+					if wr.Events[len(wr.Events)-1].Kv.ModRevision >= last {
+						break
+					}
+					continue
+				}
+				h := proto.Clone(wr.Header).(*pb.ResponseHeader)
+				normHeader(h)
+				got = append(got, prototext.MarshalOptions{}.Format(&pb.WatchResponse{Header: h, Created: wr.Created,
+					Canceled: wr.Canceled, CompactRevision: wr.CompactRevision, CancelReason: wr.CancelReason}))
+				if wr.Canceled {
+					break
+				}
+			}
+			cancel()
+			outs[i] = strings.Join(got, "\n")
+		}
+		if outs[0] != outs[1] {
+			t.Errorf("watch from %d (compacted at %d):\netcd:\n%s\njanus:\n%s", start, compactRev, outs[0], outs[1])
+		}
+	}
+}
