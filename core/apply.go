@@ -462,8 +462,9 @@ func (a *applier) writeNode(prev, n *Node) error {
 			a.ov.putLeaseKey(n.Lease, n.Key, true)
 		}
 	}
-	wasImplicit := false
-	if prev == nil && IsTreePath(n.Key) && string(n.Key) != RootPath {
+	// A system node is in the tree whether stored or not (system.go).
+	wasImplicit := prev == nil && IsSystemPath(n.Key)
+	if prev == nil && IsTreePath(n.Key) && string(n.Key) != RootPath && !wasImplicit {
 		// An implicit node becoming a stored one is already in the tree.
 		d, err := a.ov.Dir(n.Key)
 		if err != nil {
@@ -490,7 +491,7 @@ func (a *applier) removeNode(prev *Node) error {
 	}
 	a.ov.putNode(key, nil)
 	a.events = append(a.events, Event{Type: EventDelete, Node: &Node{Key: key, ModRev: a.rev}, Prev: prev})
-	if !IsTreePath(key) || string(key) == RootPath {
+	if !IsTreePath(key) || string(key) == RootPath || IsSystemPath(key) {
 		return nil
 	}
 	d, err := a.ov.Dir(key)
@@ -523,7 +524,7 @@ func (a *applier) treeAdd(path []byte) error {
 	if d != nil {
 		nd = *d
 	}
-	visible := string(parent) == RootPath || nd.NumChildren > 0
+	visible := string(parent) == RootPath || IsSystemPath(parent) || nd.NumChildren > 0
 	if !visible {
 		pn, err := a.ov.Node(parent)
 		if err != nil {
@@ -563,7 +564,7 @@ func (a *applier) treeRemove(path []byte) error {
 	nd.Cversion++
 	nd.Pzxid = a.rev
 	a.ov.putChild(parent, BaseName(path), false)
-	if nd.NumChildren == 0 && string(parent) != RootPath {
+	if nd.NumChildren == 0 && string(parent) != RootPath && !IsSystemPath(parent) {
 		pn, err := a.ov.Node(parent)
 		if err != nil {
 			return err
