@@ -15,8 +15,11 @@ import "bytes"
 // writes under /zookeeper/quota (ZooKeeper's quota nodes) is stored as any
 // node is, and so is data written to a system node itself.
 
-// SystemPaths are ZooKeeper's system nodes, parents first.
+// systemPaths are ZooKeeper's system nodes, parents first.
 var systemPaths = []string{"/zookeeper", "/zookeeper/config", "/zookeeper/quota"}
+
+// SystemPaths returns ZooKeeper's system nodes, parents first.
+func SystemPaths() []string { return append([]string(nil), systemPaths...) }
 
 // IsSystemPath reports whether path is one of ZooKeeper's system nodes.
 func IsSystemPath(path []byte) bool {
