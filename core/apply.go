@@ -462,16 +462,18 @@ func (a *applier) writeNode(prev, n *Node) error {
 			a.ov.putLeaseKey(n.Lease, n.Key, true)
 		}
 	}
-	// A system node is in the tree whether stored or not (system.go).
-	wasImplicit := prev == nil && IsSystemPath(n.Key)
-	if prev == nil && IsTreePath(n.Key) && string(n.Key) != RootPath && !wasImplicit {
+	wasImplicit := false
+	if prev == nil && IsTreePath(n.Key) && string(n.Key) != RootPath {
 		// An implicit node becoming a stored one is already in the tree.
+		// A system node was visible too, but is linked into its parent's
+		// child index only while stored (system.go).
 		d, err := a.ov.Dir(n.Key)
 		if err != nil {
 			return err
 		}
-		wasImplicit = d != nil && d.NumChildren > 0
-		if !wasImplicit {
+		system := IsSystemPath(n.Key)
+		wasImplicit = system || d != nil && d.NumChildren > 0
+		if system || !wasImplicit {
 			if err := a.treeAdd(n.Key); err != nil {
 				return err
 			}
@@ -491,8 +493,13 @@ func (a *applier) removeNode(prev *Node) error {
 	}
 	a.ov.putNode(key, nil)
 	a.events = append(a.events, Event{Type: EventDelete, Node: &Node{Key: key, ModRev: a.rev}, Prev: prev})
-	if !IsTreePath(key) || string(key) == RootPath || IsSystemPath(key) {
+	if !IsTreePath(key) || string(key) == RootPath {
 		return nil
+	}
+	if IsSystemPath(key) {
+		// It stays in the tree, with its children, unlinked from its
+		// parent as system nodes are while not stored (system.go).
+		return a.treeRemove(key)
 	}
 	d, err := a.ov.Dir(key)
 	if err != nil {

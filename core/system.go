@@ -9,11 +9,13 @@ import "bytes"
 // an empty keyspace at revision 1) while a ZooKeeper client sees them.
 //
 // The rule, everywhere in the tree code: a system path is always visible to
-// ZooKeeper; it is never linked into its parent's child index (children
-// reads add it, see TreeChildren) nor unlinked when its last child goes, and
-// Apply never emits an event for it appearing or disappearing. What a client
-// writes under /zookeeper/quota (ZooKeeper's quota nodes) is stored as any
-// node is, and so is data written to a system node itself.
+// ZooKeeper. It is linked into its parent's child index only while a node
+// is stored there (data written to it, or a store from before this rule),
+// so children reads add the others (TreeChildren) and counts add them
+// (TreeNode's Dir). It is never removed with its last child, and Apply
+// emits no event for it appearing or disappearing. What a client writes
+// under /zookeeper/quota (ZooKeeper's quota nodes) is stored as any node
+// is.
 
 // systemPaths are ZooKeeper's system nodes, parents first.
 var systemPaths = []string{"/zookeeper", "/zookeeper/config", "/zookeeper/quota"}
@@ -54,19 +56,28 @@ func systemNode(path []byte) *Node {
 	return n
 }
 
-// withSystemChildren returns d with the system nodes under path counted
-// among its children: the child index never holds them.
-func withSystemChildren(path []byte, d *Dir) *Dir {
-	k := len(systemChildren(path))
-	if k == 0 {
-		return d
+// withSystemChildren returns d with the system nodes under path that the
+// child index lacks (those not stored) counted among its children.
+func withSystemChildren(v View, path []byte, d *Dir) (*Dir, error) {
+	var missing int32
+	for _, name := range systemChildren(path) {
+		n, err := v.Node(JoinPath(path, name))
+		if err != nil {
+			return nil, err
+		}
+		if n == nil {
+			missing++
+		}
+	}
+	if missing == 0 {
+		return d, nil
 	}
 	var nd Dir
 	if d != nil {
 		nd = *d
 	}
-	nd.NumChildren += int32(k)
-	return &nd
+	nd.NumChildren += missing
+	return &nd, nil
 }
 
 // TreeChildren calls fn with the name of every child ZooKeeper sees under

@@ -45,7 +45,9 @@ func TreeNode(v View, path []byte) (*Node, *Dir, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	d = withSystemChildren(path, d)
+	if d, err = withSystemChildren(v, path, d); err != nil {
+		return nil, nil, err
+	}
 	switch {
 	case n != nil:
 		return n, d, nil
