@@ -154,6 +154,13 @@ func (a *applier) txn(t *Txn) (*Result, error) {
 		if err := a.decide(t); err != nil {
 			return nil, err
 		}
+		refused, err := a.precheck(t)
+		if err != nil {
+			return nil, err
+		}
+		if refused != nil {
+			return &Result{Err: refused}, nil
+		}
 	}
 	ok := a.branch(t)
 	ops := t.Success
@@ -182,7 +189,12 @@ func (a *applier) op(op *TxnOp, auth []ID) (OpResult, error, error) {
 		opts := RangeOptions{}
 		if op.Range != nil {
 			opts = *op.Range
-			opts.Rev = 0
+		}
+		if opts.Rev != 0 {
+			// precheck has found the revision readable; its data is
+			// history, which the member answering the client reads from
+			// a View at that revision (see RangeOptions.Rev).
+			return OpResult{Kind: OpRange}, nil, nil
 		}
 		r, err := DoRange(a.ov, op.Key, op.End, opts)
 		return r, nil, err
@@ -243,6 +255,69 @@ func (a *applier) decide(t *Txn) error {
 		}
 	}
 	return nil
+}
+
+// precheck refuses, before any op of the outermost Txn t runs, what etcd
+// refuses before running a Txn (its checkTxn): walking the branches that
+// will run, in order, a range at a revision in the future or below the
+// compaction point, a put of a lease that does not exist, and a put that
+// keeps the value or lease of a key that does not exist. All of it is read
+// from the state before the Txn, so a refused Txn changes nothing.
+func (a *applier) precheck(t *Txn) (error, error) {
+	ops := t.Success
+	if !a.branch(t) {
+		ops = t.Failure
+	}
+	for i := range ops {
+		op := &ops[i]
+		var refused error
+		var err error
+		switch op.Kind {
+		case OpRange:
+			if op.Range != nil {
+				refused = checkRangeRev(a.meta, op.Range.Rev)
+			}
+		case OpPut:
+			refused, err = a.checkPut(op)
+		case OpTxn:
+			if op.Txn != nil {
+				refused, err = a.precheck(op.Txn)
+			}
+		}
+		if err != nil || refused != nil {
+			return refused, err
+		}
+	}
+	return nil, nil
+}
+
+// checkRangeRev refuses a read at a revision the state m cannot show.
+func checkRangeRev(m Meta, rev int64) error {
+	switch {
+	case rev == 0:
+		return nil
+	case rev > m.Rev:
+		return ErrFutureRev
+	case rev < m.CompactRev:
+		return ErrCompacted
+	}
+	return nil
+}
+
+func (a *applier) checkPut(op *TxnOp) (error, error) {
+	if op.Lease != 0 {
+		le, err := a.ov.Lease(op.Lease)
+		if err != nil || le == nil {
+			return errCode(CodeLeaseNotFound, op.Key), err
+		}
+	}
+	if op.IgnoreValue || op.IgnoreLease {
+		n, err := a.ov.Node(op.Key)
+		if err != nil || n == nil {
+			return errCode(CodeKeyNotFound, op.Key), err
+		}
+	}
+	return nil, nil
 }
 
 // compares evaluates etcd compares in order; all must hold.
@@ -394,12 +469,15 @@ func (a *applier) writeNode(prev, n *Node) error {
 	wasImplicit := false
 	if prev == nil && IsTreePath(n.Key) && string(n.Key) != RootPath {
 		// An implicit node becoming a stored one is already in the tree.
+		// A system node was visible too, but is linked into its parent's
+		// child index only while stored (system.go).
 		d, err := a.ov.Dir(n.Key)
 		if err != nil {
 			return err
 		}
-		wasImplicit = d != nil && d.NumChildren > 0
-		if !wasImplicit {
+		system := IsSystemPath(n.Key)
+		wasImplicit = system || d != nil && d.NumChildren > 0
+		if system || !wasImplicit {
 			if err := a.treeAdd(n.Key); err != nil {
 				return err
 			}
@@ -421,6 +499,11 @@ func (a *applier) removeNode(prev *Node) error {
 	a.events = append(a.events, Event{Type: EventDelete, Node: &Node{Key: key, ModRev: a.rev}, Prev: prev})
 	if !IsTreePath(key) || string(key) == RootPath {
 		return nil
+	}
+	if IsSystemPath(key) {
+		// It stays in the tree, with its children, unlinked from its
+		// parent as system nodes are while not stored (system.go).
+		return a.treeRemove(key)
 	}
 	d, err := a.ov.Dir(key)
 	if err != nil {
@@ -452,7 +535,7 @@ func (a *applier) treeAdd(path []byte) error {
 	if d != nil {
 		nd = *d
 	}
-	visible := string(parent) == RootPath || nd.NumChildren > 0
+	visible := string(parent) == RootPath || IsSystemPath(parent) || nd.NumChildren > 0
 	if !visible {
 		pn, err := a.ov.Node(parent)
 		if err != nil {
@@ -492,7 +575,7 @@ func (a *applier) treeRemove(path []byte) error {
 	nd.Cversion++
 	nd.Pzxid = a.rev
 	a.ov.putChild(parent, BaseName(path), false)
-	if nd.NumChildren == 0 && string(parent) != RootPath {
+	if nd.NumChildren == 0 && string(parent) != RootPath && !IsSystemPath(parent) {
 		pn, err := a.ov.Node(parent)
 		if err != nil {
 			return err
@@ -802,11 +885,14 @@ func (a *applier) compact(c *Compact) *Result {
 	if c.Rev > a.meta.Rev {
 		return &Result{Err: ErrFutureRev}
 	}
-	if c.Rev <= a.meta.CompactRev {
+	// As etcd, whose compaction point starts at -1: compacting to 0 is
+	// accepted once, on a store never compacted.
+	if c.Rev < 0 || c.Rev <= a.meta.CompactRev && a.meta.Compacted {
 		return &Result{Err: ErrCompacted}
 	}
-	a.meta.CompactRev = c.Rev
+	a.meta.CompactRev, a.meta.Compacted = c.Rev, true
 	a.compactTo = c.Rev
+	a.metaChanged = true
 	return &Result{}
 }
 

@@ -282,14 +282,19 @@ func AppendMeta(b []byte, m Meta) []byte {
 	e.byte(formatV1)
 	e.i(m.Rev)
 	e.i(m.CompactRev)
-	// Alarms follow only when there are any, so records written before
-	// alarms existed decode unchanged.
-	if len(m.Alarms) > 0 {
+	// Alarms follow only when there are any, and the compacted flag only
+	// when it says more than CompactRev does (a compaction to 0), so
+	// records written before either existed decode unchanged.
+	zeroCompacted := m.Compacted && m.CompactRev == 0
+	if len(m.Alarms) > 0 || zeroCompacted {
 		e.u(uint64(len(m.Alarms)))
 		for _, a := range m.Alarms {
 			e.u(a.Member)
 			e.byte(byte(a.Type))
 		}
+	}
+	if zeroCompacted {
+		e.bool(true)
 	}
 	return e.b
 }
@@ -300,11 +305,17 @@ func DecodeMeta(b []byte) (Meta, error) {
 	d.header()
 	m := Meta{Rev: d.i(), CompactRev: d.i()}
 	if d.err == nil && len(d.b) > 0 {
-		m.Alarms = make([]Alarm, d.count(2))
+		if n := d.count(2); n > 0 {
+			m.Alarms = make([]Alarm, n)
+		}
 		for i := range m.Alarms {
 			m.Alarms[i] = Alarm{Member: d.u(), Type: AlarmType(d.byte())}
 		}
 	}
+	if d.err == nil && len(d.b) > 0 {
+		m.Compacted = d.bool()
+	}
+	m.Compacted = m.Compacted || m.CompactRev > 0
 	return m, d.finish("meta")
 }
 

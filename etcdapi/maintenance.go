@@ -202,6 +202,9 @@ type clusterServer struct {
 	s *Server
 }
 
+// defaultPeerURL is etcd's default --initial-advertise-peer-urls.
+const defaultPeerURL = "http://localhost:2380"
+
 // MemberList lists the ensemble. Its header carries no revision, as in
 // etcd.
 func (c *clusterServer) MemberList(ctx context.Context, _ *pb.MemberListRequest) (*pb.MemberListResponse, error) {
@@ -212,9 +215,11 @@ func (c *clusterServer) MemberList(ctx context.Context, _ *pb.MemberListRequest)
 	}
 	resp := &pb.MemberListResponse{Header: c.s.header(0)}
 	for _, mem := range members {
-		pm := &pb.Member{ID: mem.ID, Name: mem.Name, IsLearner: mem.IsObserver}
-		if mem.PeerURL != "" {
-			pm.PeerURLs = []string{mem.PeerURL}
+		pm := &pb.Member{ID: mem.ID, Name: mem.Name, IsLearner: mem.IsObserver, PeerURLs: []string{mem.PeerURL}}
+		if mem.PeerURL == "" {
+			// etcd always lists a peer URL: a single member that has no
+			// peer address shows the one etcd advertises by default.
+			pm.PeerURLs = []string{defaultPeerURL}
 		}
 		switch {
 		case mem.EtcdURL != "":

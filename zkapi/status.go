@@ -52,8 +52,17 @@ func (s *Server) treeCounts() (nodes, ephemerals int, owners map[int64][]string,
 	defer v.Close()
 	owners = map[int64][]string{}
 	nodes, dataSize = 2, 1 // "" and "/"
+	// The system nodes count whether stored or not (see core.SystemPaths).
+	for _, p := range core.SystemPaths() {
+		nodes++
+		dataSize += int64(len(p))
+	}
 	err = v.Range([]byte("/"), []byte("0"), func(n *core.Node) bool {
 		if !core.IsTreePath(n.Key) || string(n.Key) == "/" {
+			return true
+		}
+		if core.IsSystemPath(n.Key) {
+			dataSize += int64(len(n.Value)) // its path is counted above
 			return true
 		}
 		nodes++
