@@ -20,7 +20,7 @@ func TestMigrateCommandArguments(t *testing.T) {
 		{[]string{"--from", "zk://a:1"}, "--from and --to are required"},
 		{[]string{"--from", "mysql://a:1", "--to", "etcd://b:2"}, "unknown scheme"},
 		{[]string{"--from", "etcd://a:1", "--to", "zk://b:2"}, "needs an etcd target"},
-		{[]string{"--from", "zk://a:1", "--to", "etcd://b:2", "--follow"}, "needs an etcd source"},
+		{[]string{"--from", "zk://a:1", "--to", "etcd://b:2", "--cutover", "--verify-only"}, "exclude each other"},
 		{[]string{"--from", "etcd://a:1", "--to", "etcd://b:2", "--follow", "--verify-only"}, "exclude each other"},
 		{[]string{"--from", "zk://a:1", "--to", "etcd://b:2", "extra"}, "unexpected argument"},
 	}

@@ -62,7 +62,7 @@ func connectZK(ctx context.Context, hosts []string, timeout time.Duration) (*zk.
 // walkZK visits every node under root (root itself too, unless it is "/")
 // parents before children, children in name order, skipping /zookeeper. A
 // node deleted while the walk runs is passed over: the source is live.
-func walkZK(ctx context.Context, conn *zk.Conn, root string, fn func(znode) error) error {
+func walkZK(ctx context.Context, conn zkReader, root string, fn func(znode) error) error {
 	stack := []string{root}
 	for len(stack) > 0 {
 		if err := ctx.Err(); err != nil {
@@ -130,6 +130,10 @@ type zkMigration struct {
 	src     *zk.Conn
 	dstZK   *zk.Conn
 	dstEtcd *clientv3.Client
+	// stream is the change stream of a follow or cut-over, and dirty the
+	// paths it reported changed.
+	stream *zkStream
+	dirty  *dirtySet
 }
 
 func openZK(ctx context.Context, cfg Config) (*zkMigration, error) {
@@ -151,6 +155,7 @@ func openZK(ctx context.Context, cfg Config) (*zkMigration, error) {
 }
 
 func (m *zkMigration) close() {
+	m.closeStream()
 	if m.src != nil {
 		m.src.Close()
 	}
@@ -169,12 +174,37 @@ func (m *zkMigration) root() string {
 	return m.cfg.From.Path
 }
 
-func (m *zkMigration) follow(context.Context, *Report) error {
-	return errors.New("migrate: cannot follow a ZooKeeper source")
+func (m *zkMigration) copy(ctx context.Context, rep *Report) error {
+	if !m.cfg.Follow && !m.cfg.Cutover {
+		if err := m.openStream(ctx, false); err != nil {
+			return err
+		}
+		return m.copyFrom(ctx, m.reader(ctx), rep, func(n znode) (bool, bool) {
+			return true, m.dstZK != nil && !isOpenACL(n.acl)
+		}, nil)
+	}
+	// Following: the watch is set before the source is listed, and the
+	// target is brought to equal the listing (a follow may resume on a
+	// target an earlier run left behind).
+	if err := m.openStream(ctx, true); err != nil {
+		return err
+	}
+	return m.resync(ctx, rep, false)
 }
 
-func (m *zkMigration) copy(ctx context.Context, rep *Report) error {
-	prog := &progress{out: m.cfg.Out, every: m.cfg.ProgressEvery, what: "copied"}
+// copyFrom walks the source through r and writes each node decide says
+// to (write: its data; setACL: its ACL, which is set after the whole tree
+// so that a restrictive ACL never blocks the copy of its subtree), then
+// runs after (nil: nothing).
+func (m *zkMigration) copyFrom(ctx context.Context, r zkReader, rep *Report, decide func(znode) (write, setACL bool), after func() error) error {
+	prog := &progress{out: m.cfg.Out, every: m.cfg.ProgressEvery, what: "copied", start: time.Now()}
+	if m.stream != nil {
+		// ETA from the source's own count; without it the bar is a
+		// count alone.
+		if total, err := m.stream.countBelow(ctx, m.root()); err == nil {
+			prog.total = total
+		}
+	}
 	var batch []clientv3.Op
 	flush := func() error {
 		if len(batch) == 0 {
@@ -183,7 +213,6 @@ func (m *zkMigration) copy(ctx context.Context, rep *Report) error {
 		if _, err := m.dstEtcd.Txn(ctx).Then(batch...).Commit(); err != nil {
 			return fmt.Errorf("target: put %d keys: %w", len(batch), err)
 		}
-		prog.add(len(batch))
 		batch = batch[:0]
 		return nil
 	}
@@ -193,27 +222,28 @@ func (m *zkMigration) copy(ctx context.Context, rep *Report) error {
 		}
 	}
 	var acls []znode // applied after the whole tree is written
-	err := m.walkSource(ctx, rep, func(n znode) error {
+	err := m.walkFrom(ctx, r, rep, func(n znode) error {
+		if m.dstEtcd != nil && !isOpenACL(n.acl) {
+			rep.ACLsDropped++
+		}
+		write, setACL := decide(n)
+		prog.add(1)
+		if setACL {
+			acls = append(acls, n)
+		}
+		if !write {
+			return nil
+		}
 		rep.Copied++
 		rep.Bytes += int64(len(n.data))
 		if m.dstEtcd != nil {
-			if !isOpenACL(n.acl) {
-				rep.ACLsDropped++
-			}
 			batch = append(batch, clientv3.OpPut(n.path, string(n.data)))
 			if len(batch) >= m.cfg.BatchSize {
 				return flush()
 			}
 			return nil
 		}
-		if err := m.createZK(n); err != nil {
-			return err
-		}
-		if !isOpenACL(n.acl) {
-			acls = append(acls, n)
-		}
-		prog.add(1)
-		return nil
+		return m.createZK(n)
 	})
 	if err != nil {
 		return err
@@ -226,13 +256,22 @@ func (m *zkMigration) copy(ctx context.Context, rep *Report) error {
 			return fmt.Errorf("target: set ACL of %s: %w", acls[i].path, err)
 		}
 	}
+	prog.finish()
+	if after != nil {
+		return after()
+	}
 	return nil
 }
 
 // walkSource walks the source, skipping ephemerals; with rep, it reports
 // them.
 func (m *zkMigration) walkSource(ctx context.Context, rep *Report, fn func(znode) error) error {
-	return walkZK(ctx, m.src, m.root(), func(n znode) error {
+	return m.walkFrom(ctx, m.reader(ctx), rep, fn)
+}
+
+// walkFrom is walkSource through r.
+func (m *zkMigration) walkFrom(ctx context.Context, r zkReader, rep *Report, fn func(znode) error) error {
+	return walkZK(ctx, r, m.root(), func(n znode) error {
 		if isEphemeral(n.owner) {
 			if rep != nil {
 				rep.Skipped = append(rep.Skipped, fmt.Sprintf("ephemeral %s (session 0x%x)", n.path, n.owner))
