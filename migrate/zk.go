@@ -1,13 +1,14 @@
 package migrate
 
 import (
-	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -59,52 +60,102 @@ func connectZK(ctx context.Context, hosts []string, timeout time.Duration) (*zk.
 	}
 }
 
-// walkZK visits every node under root (root itself too, unless it is "/")
-// parents before children, children in name order, skipping /zookeeper. A
-// node deleted while the walk runs is passed over: the source is live.
+// walkParallel is how many nodes a walk reads at once: the reads of one
+// round go out together on the session (ZooKeeper answers a session's
+// requests in order, pipelined), so a walk costs a round trip per chunk
+// rather than three per node.
+const walkParallel = 64
+
+// fetched is one node as a walk read it; gone means it was deleted while
+// the walk ran.
+type fetched struct {
+	n    znode
+	kids []string
+	gone bool
+	err  error
+}
+
+// fetchZK reads p's data, ACL and (if it has any and is not ephemeral)
+// children.
+func fetchZK(conn zkReader, p string) fetched {
+	data, st, err := conn.Get(p)
+	if errors.Is(err, zk.ErrNoNode) {
+		return fetched{gone: true}
+	}
+	if err != nil {
+		return fetched{err: fmt.Errorf("get %s: %w", p, err)}
+	}
+	acl, _, err := conn.GetACL(p)
+	if errors.Is(err, zk.ErrNoNode) {
+		return fetched{gone: true}
+	}
+	if err != nil {
+		return fetched{err: fmt.Errorf("get ACL of %s: %w", p, err)}
+	}
+	f := fetched{n: znode{path: p, data: data, acl: acl, owner: st.EphemeralOwner}}
+	if isEphemeral(st.EphemeralOwner) || st.NumChildren == 0 {
+		return f
+	}
+	kids, _, err := conn.Children(p)
+	if errors.Is(err, zk.ErrNoNode) {
+		return fetched{gone: true}
+	}
+	if err != nil {
+		return fetched{err: fmt.Errorf("children of %s: %w", p, err)}
+	}
+	sort.Strings(kids)
+	f.kids = kids
+	return f
+}
+
+// walkZK visits every node under root (root itself too, unless it is "/"),
+// each after its parent, skipping /zookeeper. It reads up to walkParallel
+// nodes at once. A node deleted while the walk runs is passed over: the
+// source is live.
 func walkZK(ctx context.Context, conn zkReader, root string, fn func(znode) error) error {
 	stack := []string{root}
+	results := make([]fetched, walkParallel)
 	for len(stack) > 0 {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		p := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if translate.IsReserved([]byte(p)) {
-			continue
+		// The top of the stack is the next node in order; take up to
+		// walkParallel of them, top first.
+		k := min(len(stack), walkParallel)
+		chunk := slices.Clone(stack[len(stack)-k:])
+		slices.Reverse(chunk)
+		stack = stack[:len(stack)-k]
+		var wg sync.WaitGroup
+		for i, p := range chunk {
+			if translate.IsReserved([]byte(p)) {
+				results[i] = fetched{gone: true}
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				results[i] = fetchZK(conn, p)
+			}()
 		}
-		data, st, err := conn.Get(p)
-		if errors.Is(err, zk.ErrNoNode) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("get %s: %w", p, err)
-		}
-		acl, _, err := conn.GetACL(p)
-		if errors.Is(err, zk.ErrNoNode) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("get ACL of %s: %w", p, err)
-		}
-		if p != core.RootPath {
-			if err := fn(znode{path: p, data: data, acl: acl, owner: st.EphemeralOwner}); err != nil {
-				return err
+		wg.Wait()
+		for i := range chunk {
+			r := results[i]
+			if r.err != nil {
+				return r.err
+			}
+			if !r.gone && r.n.path != core.RootPath {
+				if err := fn(r.n); err != nil {
+					return err
+				}
 			}
 		}
-		if isEphemeral(st.EphemeralOwner) || st.NumChildren == 0 {
-			continue
-		}
-		kids, _, err := conn.Children(p)
-		if errors.Is(err, zk.ErrNoNode) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("children of %s: %w", p, err)
-		}
-		sort.Sort(sort.Reverse(sort.StringSlice(kids)))
-		for _, k := range kids {
-			stack = append(stack, string(core.JoinPath([]byte(p), []byte(k))))
+		// Children of the chunk's first node end on top.
+		for i := len(chunk) - 1; i >= 0; i-- {
+			kids := results[i].kids
+			for j := len(kids) - 1; j >= 0; j-- {
+				stack = append(stack, string(core.JoinPath([]byte(chunk[i]), []byte(kids[j]))))
+			}
+			results[i] = fetched{}
 		}
 	}
 	return nil
@@ -179,8 +230,8 @@ func (m *zkMigration) copy(ctx context.Context, rep *Report) error {
 		if err := m.openStream(ctx, false); err != nil {
 			return err
 		}
-		return m.copyFrom(ctx, m.reader(ctx), rep, func(n znode) (bool, bool) {
-			return true, m.dstZK != nil && !isOpenACL(n.acl)
+		return m.copyFrom(ctx, m.reader(ctx), rep, func(n znode) (write, bool) {
+			return writeCreate, m.dstZK != nil && !isOpenACL(n.acl)
 		}, nil)
 	}
 	// Following: the watch is set before the source is listed, and the
@@ -192,11 +243,25 @@ func (m *zkMigration) copy(ctx context.Context, rep *Report) error {
 	return m.resync(ctx, rep, false)
 }
 
-// copyFrom walks the source through r and writes each node decide says
-// to (write: its data; setACL: its ACL, which is set after the whole tree
-// so that a restrictive ACL never blocks the copy of its subtree), then
-// runs after (nil: nothing).
-func (m *zkMigration) copyFrom(ctx context.Context, r zkReader, rep *Report, decide func(znode) (write, setACL bool), after func() error) error {
+// write is what a copy does with one source node.
+type write int
+
+const (
+	writeNone   write = iota // the target has it as it is
+	writeCreate              // the target lacks it (a create that finds it overwrites it)
+	writeSet                 // the target has it with other data
+)
+
+// multiBytes bounds the data in one ZooKeeper multi a copy sends, well
+// below the 1 MiB request limit.
+const multiBytes = 256 << 10
+
+// copyFrom walks the source through r and writes each node as decide says
+// (its data; and, with setACL, its ACL, set after the whole tree so that a
+// restrictive ACL never blocks the copy of its subtree), then runs after
+// (nil: nothing). Writes go in batches: etcd transactions, or ZooKeeper
+// multis, so that the target commits many nodes at once.
+func (m *zkMigration) copyFrom(ctx context.Context, r zkReader, rep *Report, decide func(znode) (w write, setACL bool), after func() error) error {
 	prog := &progress{out: m.cfg.Out, every: m.cfg.ProgressEvery, what: "copied", start: time.Now()}
 	if m.stream != nil {
 		// ETA from the source's own count; without it the bar is a
@@ -205,15 +270,30 @@ func (m *zkMigration) copyFrom(ctx context.Context, r zkReader, rep *Report, dec
 			prog.total = total
 		}
 	}
-	var batch []clientv3.Op
+	var (
+		etcdOps []clientv3.Op
+		zkOps   []any
+		zkNodes []znode
+		size    int
+	)
 	flush := func() error {
-		if len(batch) == 0 {
-			return nil
+		defer func() { etcdOps, zkOps, zkNodes, size = etcdOps[:0], zkOps[:0], zkNodes[:0], 0 }()
+		if len(etcdOps) > 0 {
+			if _, err := m.dstEtcd.Txn(ctx).Then(etcdOps...).Commit(); err != nil {
+				return fmt.Errorf("target: put %d keys: %w", len(etcdOps), err)
+			}
 		}
-		if _, err := m.dstEtcd.Txn(ctx).Then(batch...).Commit(); err != nil {
-			return fmt.Errorf("target: put %d keys: %w", len(batch), err)
+		if len(zkOps) > 0 {
+			if _, err := m.dstZK.Multi(zkOps...); err != nil {
+				// One node of the batch was not as expected (a copy
+				// over an earlier one): write them one by one.
+				for _, n := range zkNodes {
+					if err := m.createZK(n); err != nil {
+						return err
+					}
+				}
+			}
 		}
-		batch = batch[:0]
 		return nil
 	}
 	if m.dstZK != nil {
@@ -226,24 +306,31 @@ func (m *zkMigration) copyFrom(ctx context.Context, r zkReader, rep *Report, dec
 		if m.dstEtcd != nil && !isOpenACL(n.acl) {
 			rep.ACLsDropped++
 		}
-		write, setACL := decide(n)
+		w, setACL := decide(n)
 		prog.add(1)
 		if setACL {
 			acls = append(acls, n)
 		}
-		if !write {
+		if w == writeNone {
 			return nil
 		}
 		rep.Copied++
 		rep.Bytes += int64(len(n.data))
-		if m.dstEtcd != nil {
-			batch = append(batch, clientv3.OpPut(n.path, string(n.data)))
-			if len(batch) >= m.cfg.BatchSize {
-				return flush()
-			}
-			return nil
+		switch {
+		case m.dstEtcd != nil:
+			etcdOps = append(etcdOps, clientv3.OpPut(n.path, string(n.data)))
+		case w == writeSet:
+			zkOps = append(zkOps, &zk.SetDataRequest{Path: n.path, Data: n.data, Version: -1})
+			zkNodes = append(zkNodes, n)
+		default:
+			zkOps = append(zkOps, &zk.CreateRequest{Path: n.path, Data: n.data, Acl: zk.WorldACL(zk.PermAll)})
+			zkNodes = append(zkNodes, n)
 		}
-		return m.createZK(n)
+		size += len(n.data) + len(n.path)
+		if len(etcdOps)+len(zkOps) >= m.cfg.BatchSize || size >= multiBytes {
+			return flush()
+		}
+		return nil
 	})
 	if err != nil {
 		return err
@@ -309,49 +396,49 @@ func (m *zkMigration) ensureAncestors(root string) error {
 	return nil
 }
 
+// verify compares the trees holding one small summary per source node,
+// not its data, so that a large tree verifies in bounded memory per node;
+// a node whose data differs is read again to show the difference.
 func (m *zkMigration) verify(ctx context.Context, rep *Report) error {
-	src := map[string]znode{}
-	if err := m.walkSource(ctx, nil, func(n znode) error { src[n.path] = n; return nil }); err != nil {
+	src := map[string]nodeSum{}
+	if err := m.walkSource(ctx, nil, func(n znode) error {
+		src[n.path] = nodeSum{data: sha256.Sum256(n.data), acl: aclString(n.acl)}
+		return nil
+	}); err != nil {
 		return fmt.Errorf("verify: read source: %w", err)
 	}
-	dst := map[string]znode{}
-	if m.dstZK != nil {
-		err := walkZK(ctx, m.dstZK, m.root(), func(n znode) error {
-			if !isEphemeral(n.owner) {
-				dst[n.path] = n
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("verify: read target: %w", err)
-		}
-	} else {
-		kvs, err := listEtcd(ctx, m.dstEtcd, treeRange(m.root()), 0)
-		if err != nil {
-			return fmt.Errorf("verify: read target: %w", err)
-		}
-		for _, kv := range kvs {
-			if kv.Lease == 0 && !translate.IsReserved(kv.Key) {
-				dst[string(kv.Key)] = znode{path: string(kv.Key), data: kv.Value}
-			}
-		}
-	}
-	d := differ{out: m.cfg.Out, rep: rep}
-	for _, p := range unionKeys(src, dst) {
-		s, inSrc := src[p]
-		t, inDst := dst[p]
+	compared := len(src)
+	type diff struct{ path, line string }
+	var diffs []diff
+	err := m.walkTarget(ctx, func(t znode) error {
+		s, ok := src[t.path]
+		delete(src, t.path)
 		switch {
-		case !inDst:
-			d.add("only in source: %s", p)
-		case !inSrc:
-			d.add("only in target: %s", p)
-		case !bytes.Equal(s.data, t.data):
-			d.add("data of %s: source %s, target %s", p, showData(s.data), showData(t.data))
-		case m.dstZK != nil && aclString(s.acl) != aclString(t.acl):
-			d.add("ACL of %s: source %s, target %s", p, aclString(s.acl), aclString(t.acl))
+		case !ok:
+			diffs = append(diffs, diff{t.path, fmt.Sprintf("only in target: %s", t.path)})
+		case s.data != sha256.Sum256(t.data):
+			data, _, err := m.reader(ctx).Get(t.path)
+			if err != nil && !errors.Is(err, zk.ErrNoNode) {
+				return fmt.Errorf("source: get %s: %w", t.path, err)
+			}
+			diffs = append(diffs, diff{t.path, fmt.Sprintf("data of %s: source %s, target %s", t.path, showData(data), showData(t.data))})
+		case m.dstZK != nil && s.acl != aclString(t.acl):
+			diffs = append(diffs, diff{t.path, fmt.Sprintf("ACL of %s: source %s, target %s", t.path, s.acl, aclString(t.acl))})
 		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("verify: read target: %w", err)
 	}
-	return d.result(len(src))
+	for p := range src {
+		diffs = append(diffs, diff{p, fmt.Sprintf("only in source: %s", p)})
+	}
+	slices.SortFunc(diffs, func(a, b diff) int { return strings.Compare(a.path, b.path) })
+	d := differ{out: m.cfg.Out, rep: rep}
+	for _, x := range diffs {
+		d.add("%s", x.line)
+	}
+	return d.result(compared)
 }
 
 // treeRange is the etcd key range holding root and every path below it.

@@ -315,13 +315,17 @@ func (m *zkMigration) resync(ctx context.Context, rep *Report, fresh bool) error
 			return fmt.Errorf("target: list: %w", err)
 		}
 	}
-	return m.copyFrom(ctx, m.reader(ctx), rep, func(n znode) (write, setACL bool) {
+	return m.copyFrom(ctx, m.reader(ctx), rep, func(n znode) (write, bool) {
 		s, ok := have[n.path]
 		if !ok {
-			return true, m.dstZK != nil && !isOpenACL(n.acl)
+			return writeCreate, m.dstZK != nil && !isOpenACL(n.acl)
 		}
 		delete(have, n.path)
-		return s.data != sha256.Sum256(n.data), m.dstZK != nil && s.acl != aclString(n.acl)
+		w := writeNone
+		if s.data != sha256.Sum256(n.data) {
+			w = writeSet
+		}
+		return w, m.dstZK != nil && s.acl != aclString(n.acl)
 	}, func() error {
 		extra := make([]string, 0, len(have))
 		for p := range have {
