@@ -53,6 +53,12 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	progressEvery := fs.Int("progress-every", 1000, "print a progress line every this many nodes")
 	batch := fs.Int("batch", 64, "etcd puts per target transaction")
 	dialTimeout := fs.Duration("dial-timeout", 10*time.Second, "how long to wait for each side to answer")
+	var auth []migrate.Auth
+	fs.Func("auth", "scheme:credentials to add to every ZooKeeper session (repeatable), e.g. digest:admin:secret; needed to copy digest ACLs", func(v string) error {
+		a, err := migrate.ParseAuth(v)
+		auth = append(auth, a)
+		return err
+	})
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -76,7 +82,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	cfg := migrate.Config{
 		From: src, To: dst, Follow: *follow, Cutover: *cutover, StatusEvery: *statusEvery, Out: stdout,
-		ProgressEvery: *progressEvery, BatchSize: *batch, DialTimeout: *dialTimeout,
+		ProgressEvery: *progressEvery, BatchSize: *batch, DialTimeout: *dialTimeout, Auth: auth,
 	}
 	if *verifyOnly {
 		_, err = migrate.Verify(ctx, cfg)

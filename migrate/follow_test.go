@@ -333,7 +333,7 @@ func TestCutoverAfterWritersStop(t *testing.T) {
 	populateZK(t, src)
 	j := janustest.Start(t, janustest.Options{})
 	ctx := testCtx(t)
-	cfg := migrate.Config{From: endpoint(t, "zk://"+ref.Addr), To: endpoint(t, "zk://"+j.ZKAddr), Out: io.Discard}
+	cfg := migrate.Config{From: endpoint(t, "zk://"+ref.Addr), To: endpoint(t, "zk://"+j.ZKAddr), Out: io.Discard, Auth: adminAuth}
 	if _, err := migrate.Run(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}

@@ -41,6 +41,11 @@ type Config struct {
 	BatchSize int
 	// DialTimeout bounds connecting to either side (default 10s).
 	DialTimeout time.Duration
+	// Auth are identities added to every ZooKeeper session the migration
+	// opens, source and target, as zkCli's addauth does. Copying a node
+	// with a digest ACL needs one with ADMIN permission on it: ZooKeeper
+	// shows other sessions the digest as "x".
+	Auth []Auth
 }
 
 func (c Config) withDefaults() Config {
@@ -75,6 +80,22 @@ func (c Config) check() error {
 	return nil
 }
 
+// Auth is one ZooKeeper identity, "scheme:credentials" on the command line
+// (digest:user:password, or ZooKeeper's super user as digest:super:password).
+type Auth struct {
+	Scheme      string
+	Credentials []byte
+}
+
+// ParseAuth parses scheme:credentials.
+func ParseAuth(s string) (Auth, error) {
+	scheme, cred, ok := strings.Cut(s, ":")
+	if !ok || scheme == "" || cred == "" {
+		return Auth{}, fmt.Errorf("auth %q: want scheme:credentials, such as digest:user:password", s)
+	}
+	return Auth{Scheme: scheme, Credentials: []byte(cred)}, nil
+}
+
 // Report says what a copy did.
 type Report struct {
 	Copied int   // nodes or keys written to the target
@@ -92,6 +113,10 @@ type Report struct {
 	Deleted int
 	// Differences lists what verification found, one line each.
 	Differences []string
+
+	// quiet keeps skipped nodes off the output (a re-sync's report: the
+	// first copy already listed them).
+	quiet bool
 }
 
 // Run copies From into To, follows the source when asked, then verifies.
@@ -110,7 +135,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := m.copy(ctx, rep); err != nil {
 		return rep, err
 	}
-	fmt.Fprintf(cfg.Out, "copied %d nodes (%d bytes) from %s to %s; skipped %d\n", rep.Copied, rep.Bytes, cfg.From, cfg.To, len(rep.Skipped))
+	fmt.Fprintf(cfg.Out, "copied %d nodes (%d bytes) from %s to %s; skipped %d", rep.Copied, rep.Bytes, cfg.From, cfg.To, len(rep.Skipped))
+	if rep.Deleted > 0 {
+		fmt.Fprintf(cfg.Out, "; deleted %d the source no longer has", rep.Deleted)
+	}
+	fmt.Fprintln(cfg.Out)
 	if rep.ACLsDropped > 0 {
 		fmt.Fprintf(cfg.Out, "warning: %d nodes have ACLs an etcd target cannot carry; copy to the target's ZooKeeper face (--to zk://...) to keep them\n", rep.ACLsDropped)
 	}

@@ -36,8 +36,9 @@ type quietLogger struct{}
 
 func (quietLogger) Printf(string, ...any) {}
 
-// connectZK opens a session and waits until it is established.
-func connectZK(ctx context.Context, hosts []string, timeout time.Duration) (*zk.Conn, error) {
+// connectZK opens a session, waits until it is established and adds the
+// identities.
+func connectZK(ctx context.Context, hosts []string, timeout time.Duration, auth []Auth) (*zk.Conn, error) {
 	conn, events, err := zk.Connect(hosts, timeout, zk.WithLogger(quietLogger{}))
 	if err != nil {
 		return nil, fmt.Errorf("connect to ZooKeeper %s: %w", strings.Join(hosts, ","), err)
@@ -48,6 +49,12 @@ func connectZK(ctx context.Context, hosts []string, timeout time.Duration) (*zk.
 		select {
 		case ev := <-events:
 			if ev.State == zk.StateHasSession {
+				for _, a := range auth {
+					if err := conn.AddAuth(a.Scheme, a.Credentials); err != nil {
+						conn.Close()
+						return nil, fmt.Errorf("ZooKeeper %s: add %s identity: %w", strings.Join(hosts, ","), a.Scheme, err)
+					}
+				}
 				return conn, nil
 			}
 		case <-deadline.C:
@@ -161,6 +168,22 @@ func walkZK(ctx context.Context, conn zkReader, root string, fn func(znode) erro
 	return nil
 }
 
+// ErrACLHidden is returned when the source shows a digest ACL without its
+// digest: copied, it would lock everyone out of the node.
+var ErrACLHidden = errors.New("the source hides this node's digest ACL from the migration's session")
+
+// checkACLReadable refuses an ACL whose digest ZooKeeper redacted. Since
+// 3.6 getACL shows a digest id as "user:x" to a session without ADMIN
+// permission on the node; a real digest is a base64 SHA-1, never "x".
+func checkACLReadable(p string, acl []zk.ACL) error {
+	for _, a := range acl {
+		if a.Scheme == "digest" && strings.HasSuffix(a.ID, ":x") {
+			return fmt.Errorf("ACL of %s: %w (%s:%s); add an identity with ADMIN permission there, or the super user, with --auth digest:user:password", p, ErrACLHidden, a.Scheme, a.ID)
+		}
+	}
+	return nil
+}
+
 func isOpenACL(acl []zk.ACL) bool {
 	return len(acl) == 1 && acl[0].Scheme == "world" && acl[0].ID == "anyone" && acl[0].Perms == zk.PermAll
 }
@@ -190,11 +213,11 @@ type zkMigration struct {
 func openZK(ctx context.Context, cfg Config) (*zkMigration, error) {
 	m := &zkMigration{cfg: cfg}
 	var err error
-	if m.src, err = connectZK(ctx, cfg.From.Hosts, cfg.DialTimeout); err != nil {
+	if m.src, err = connectZK(ctx, cfg.From.Hosts, cfg.DialTimeout, cfg.Auth); err != nil {
 		return nil, fmt.Errorf("source: %w", err)
 	}
 	if cfg.To.Scheme == "zk" {
-		m.dstZK, err = connectZK(ctx, cfg.To.Hosts, cfg.DialTimeout)
+		m.dstZK, err = connectZK(ctx, cfg.To.Hosts, cfg.DialTimeout, cfg.Auth)
 	} else {
 		m.dstEtcd, err = connectEtcd(ctx, cfg.To.Hosts, cfg.DialTimeout)
 	}
@@ -240,7 +263,7 @@ func (m *zkMigration) copy(ctx context.Context, rep *Report) error {
 	if err := m.openStream(ctx, true); err != nil {
 		return err
 	}
-	return m.resync(ctx, rep, false)
+	return m.resync(ctx, rep)
 }
 
 // write is what a copy does with one source node.
@@ -359,10 +382,17 @@ func (m *zkMigration) walkSource(ctx context.Context, rep *Report, fn func(znode
 // walkFrom is walkSource through r.
 func (m *zkMigration) walkFrom(ctx context.Context, r zkReader, rep *Report, fn func(znode) error) error {
 	return walkZK(ctx, r, m.root(), func(n znode) error {
+		if m.dstZK != nil {
+			if err := checkACLReadable(n.path, n.acl); err != nil {
+				return fmt.Errorf("source: %w", err)
+			}
+		}
 		if isEphemeral(n.owner) {
 			if rep != nil {
 				rep.Skipped = append(rep.Skipped, fmt.Sprintf("ephemeral %s (session 0x%x)", n.path, n.owner))
-				fmt.Fprintf(m.cfg.Out, "skipped ephemeral %s (session 0x%x)\n", n.path, n.owner)
+				if !rep.quiet {
+					fmt.Fprintf(m.cfg.Out, "skipped ephemeral %s (session 0x%x)\n", n.path, n.owner)
+				}
 			}
 			return nil
 		}

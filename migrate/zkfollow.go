@@ -51,6 +51,12 @@ func (m *zkMigration) openStream(ctx context.Context, watch bool) error {
 	if err != nil {
 		return fmt.Errorf("source: %w", err)
 	}
+	for _, a := range m.cfg.Auth {
+		if err := s.addAuth(ctx, a); err != nil {
+			s.close()
+			return fmt.Errorf("source: add %s identity: %w", a.Scheme, err)
+		}
+	}
 	if !watch {
 		m.stream = s
 		return nil
@@ -147,9 +153,9 @@ func (m *zkMigration) reconnect(ctx, wctx context.Context, rep *Report) error {
 		err := m.openStream(wctx, true)
 		if err == nil {
 			m.cfg.State.update(func(s *FollowStatus) { s.Resyncs++ })
-			var sub Report
-			if err = m.resync(wctx, &sub, false); err == nil {
-				fmt.Fprintf(m.cfg.Out, "re-synced: %d nodes written, %d deleted on the target\n", sub.Copied, sub.Deleted)
+			sub := Report{quiet: true}
+			if err = m.resync(wctx, &sub); err == nil {
+				fmt.Fprintf(m.cfg.Out, "re-synced: %d nodes written, %d deleted on the target, %d ephemerals skipped\n", sub.Copied, sub.Deleted, len(sub.Skipped))
 				rep.Deleted += sub.Deleted
 				return nil
 			}
@@ -211,6 +217,11 @@ func (m *zkMigration) syncPath(ctx context.Context, p string, depth int) error {
 	}
 	if err != nil {
 		return fmt.Errorf("source: get ACL of %s: %w", p, err)
+	}
+	if m.dstZK != nil {
+		if err := checkACLReadable(p, acl); err != nil {
+			return fmt.Errorf("source: %w", err)
+		}
 	}
 	n := znode{path: p, data: data, acl: acl}
 	err = m.putNode(ctx, n, true)
@@ -303,17 +314,14 @@ type nodeSum struct {
 // resync makes the target's subtree equal to the source's as listed now:
 // nodes missing or different on the target are written, nodes only the
 // target has are deleted. It holds one small summary per target node, not
-// the data. With fresh, the target is taken to be empty (a first copy) and
-// is not listed.
-func (m *zkMigration) resync(ctx context.Context, rep *Report, fresh bool) error {
+// the data.
+func (m *zkMigration) resync(ctx context.Context, rep *Report) error {
 	have := map[string]nodeSum{}
-	if !fresh {
-		if err := m.walkTarget(ctx, func(n znode) error {
-			have[n.path] = nodeSum{data: sha256.Sum256(n.data), acl: aclString(n.acl)}
-			return nil
-		}); err != nil {
-			return fmt.Errorf("target: list: %w", err)
-		}
+	if err := m.walkTarget(ctx, func(n znode) error {
+		have[n.path] = nodeSum{data: sha256.Sum256(n.data), acl: aclString(n.acl)}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("target: list: %w", err)
 	}
 	return m.copyFrom(ctx, m.reader(ctx), rep, func(n znode) (write, bool) {
 		s, ok := have[n.path]
@@ -350,6 +358,9 @@ func (m *zkMigration) walkTarget(ctx context.Context, fn func(znode) error) erro
 		return walkZK(ctx, m.dstZK, m.root(), func(n znode) error {
 			if isEphemeral(n.owner) {
 				return nil
+			}
+			if err := checkACLReadable(n.path, n.acl); err != nil {
+				return fmt.Errorf("target: %w", err)
 			}
 			return fn(n)
 		})

@@ -192,7 +192,7 @@ func (s *zkStream) read(br *bufio.Reader) {
 			}
 			s.notify(ev)
 		case jute.XidPing:
-		default:
+		default: // replies, and XidAuth's
 			s.mu.Lock()
 			ch, ok := s.pending[hdr.Xid]
 			delete(s.pending, hdr.Xid)
@@ -248,6 +248,13 @@ func (s *zkStream) send(xid int32, op jute.OpCode, req jute.Record) error {
 // A NoNode reply returns an error matching zk.ErrNoNode, so callers written
 // for go-zookeeper treat both alike.
 func (s *zkStream) call(ctx context.Context, op jute.OpCode, path string, req, resp jute.Record) error {
+	return s.callXid(ctx, 0, op, path, req, resp)
+}
+
+// callXid is call with a fixed xid (0: the next one), for the requests
+// ZooKeeper answers with a reserved xid. At most one such call may run at
+// a time.
+func (s *zkStream) callXid(ctx context.Context, xid int32, op jute.OpCode, path string, req, resp jute.Record) error {
 	ch := make(chan reply, 1)
 	s.mu.Lock()
 	if s.err != nil {
@@ -255,8 +262,10 @@ func (s *zkStream) call(ctx context.Context, op jute.OpCode, path string, req, r
 		s.mu.Unlock()
 		return err
 	}
-	s.xid++
-	xid := s.xid
+	if xid == 0 {
+		s.xid++
+		xid = s.xid
+	}
 	s.pending[xid] = ch
 	s.mu.Unlock()
 	if err := s.send(xid, op, req); err != nil {
@@ -291,6 +300,12 @@ func (s *zkStream) call(ctx context.Context, op jute.OpCode, path string, req, r
 		return s.Err()
 	}
 	return nil
+}
+
+// addAuth adds an identity to the session, as zkCli's addauth does; a
+// refused one ends the session (ZooKeeper closes it).
+func (s *zkStream) addAuth(ctx context.Context, a Auth) error {
+	return s.callXid(ctx, jute.XidAuth, jute.OpAuth, "", &jute.AuthPacket{Scheme: a.Scheme, Auth: a.Credentials}, nil)
 }
 
 // addWatch sets a persistent recursive watch on path: every create,
