@@ -49,6 +49,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	follow := fs.Bool("follow", false, "after the copy, apply the source's changes until interrupted, then cut over")
 	cutover := fs.Bool("cutover", false, "copy or re-sync, catch up with the source, verify, and exit 0 only if equal")
 	statusEvery := fs.Duration("status-every", 10*time.Second, "while following, print the lag this often")
+	dryRun := fs.Bool("dry-run", false, "write nothing; print what a copy would skip or change (ephemerals, leased keys, ACLs etcd cannot express, keys ZooKeeper cannot see)")
 	verifyOnly := fs.Bool("verify-only", false, "copy nothing; compare source and target and print every difference")
 	progressEvery := fs.Int("progress-every", 1000, "print a progress line every this many nodes")
 	batch := fs.Int("batch", 64, "etcd puts per target transaction")
@@ -77,11 +78,11 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return fmt.Errorf("migrate: --to: %w", err)
 	}
-	if *verifyOnly && (*follow || *cutover) {
-		return errors.New("migrate: --verify-only and --follow or --cutover exclude each other")
+	if (*verifyOnly || *dryRun) && (*follow || *cutover) || *verifyOnly && *dryRun {
+		return errors.New("migrate: --verify-only and --dry-run exclude each other and --follow or --cutover")
 	}
 	cfg := migrate.Config{
-		From: src, To: dst, Follow: *follow, Cutover: *cutover, StatusEvery: *statusEvery, Out: stdout,
+		From: src, To: dst, Follow: *follow, Cutover: *cutover, DryRun: *dryRun, StatusEvery: *statusEvery, Out: stdout,
 		ProgressEvery: *progressEvery, BatchSize: *batch, DialTimeout: *dialTimeout, Auth: auth,
 	}
 	if *verifyOnly {

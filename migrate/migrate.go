@@ -25,6 +25,9 @@ type Config struct {
 	// returns nil only if source and target are then equal. A follow cuts
 	// over the same way when its context ends.
 	Cutover bool
+	// DryRun reads the source (and counts the target) and prints what a
+	// copy would skip or change, writing nothing.
+	DryRun bool
 	// State, when set, receives the follower's status (lag, applied
 	// events) for display elsewhere than the progress lines.
 	State *FollowState
@@ -132,6 +135,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	defer m.close()
 	rep := &Report{}
+	if cfg.DryRun {
+		return rep, m.dryRun(ctx, rep)
+	}
 	if err := m.copy(ctx, rep); err != nil {
 		return rep, err
 	}
@@ -204,6 +210,7 @@ func Verify(ctx context.Context, cfg Config) (*Report, error) {
 // migration is one source and target pair.
 type migration interface {
 	copy(ctx context.Context, rep *Report) error
+	dryRun(ctx context.Context, rep *Report) error
 	follow(ctx context.Context, rep *Report) error
 	verify(ctx context.Context, rep *Report) error
 	close()

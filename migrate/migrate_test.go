@@ -396,3 +396,65 @@ func waitFor(t *testing.T, out *syncBuffer, s string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestDryRun lists what a copy would skip or change and writes nothing.
+func TestDryRun(t *testing.T) {
+	ref := testenv.StartZooKeeper(t, testenv.ZKOptions{})
+	src, _ := janustest.ZKClient(t, ref.Addr, 10*time.Second)
+	populateZK(t, src)
+	j := janustest.Start(t, janustest.Options{})
+	ctx := testCtx(t)
+	cli := j.EtcdClient(t)
+
+	cases := []struct {
+		to   string
+		want []string
+	}{
+		{"etcd://" + j.EtcdAddr, []string{
+			"would skip ephemeral /app/live",
+			"would drop the ACL of /app/config",
+			"dry run: would copy 17 nodes",
+			"container and TTL nodes, if any, would be written as persistent nodes",
+		}},
+		{"zk://" + j.ZKAddr, []string{
+			"cannot copy the ACL of /app/config",
+			"1 ACLs hidden from this session",
+		}},
+	}
+	for _, c := range cases {
+		var out syncBuffer
+		_, err := migrate.Run(ctx, migrate.Config{From: endpoint(t, "zk://"+ref.Addr), To: endpoint(t, c.to), Out: &out, DryRun: true})
+		if err != nil {
+			t.Fatalf("dry run to %s: %v\n%s", c.to, err, out.String())
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("dry run to %s: output lacks %q:\n%s", c.to, w, out.String())
+			}
+		}
+	}
+	if resp, err := cli.Get(ctx, "/app", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || resp.Count != 0 {
+		t.Errorf("a dry run wrote to the target: %v keys, %v", resp.Count, err)
+	}
+
+	eref := testenv.StartEtcd(t)
+	esrc := janustest.EtcdClient(t, strings.TrimPrefix(eref.Endpoints[0], "http://"))
+	lease, err := esrc.Grant(ctx, 600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []clientv3.Op{clientv3.OpPut("plain-key", "x"), clientv3.OpPut("/ok", "y"), clientv3.OpPut("/leader", "me", clientv3.WithLease(lease.ID))} {
+		if _, err := esrc.Do(ctx, op); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out syncBuffer
+	if _, err := migrate.Run(ctx, migrate.Config{From: endpoint(t, "etcd://"+strings.TrimPrefix(eref.Endpoints[0], "http://")), To: endpoint(t, "etcd://"+j.EtcdAddr), Out: &out, DryRun: true}); err != nil {
+		t.Fatalf("etcd dry run: %v\n%s", err, out.String())
+	}
+	for _, w := range []string{`would skip leased key "/leader"`, `would copy "plain-key", which the target's ZooKeeper face cannot show`, "would copy 2 keys"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("etcd dry run: output lacks %q:\n%s", w, out.String())
+		}
+	}
+}
