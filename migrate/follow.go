@@ -3,6 +3,7 @@ package migrate
 import (
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -72,8 +73,8 @@ type dirtySet struct {
 	now    func() time.Time
 	queue  []string
 	byPath map[string]*dirtyPath
-	// inflight is the path being applied, still counted as pending.
-	inflight *dirtyPath
+	// inflight are the paths being applied, still counted as pending.
+	inflight []*dirtyPath
 	wake     chan struct{}
 }
 
@@ -104,34 +105,35 @@ func (d *dirtySet) add(ev jute.WatcherEvent) {
 	}
 }
 
-// next takes the oldest dirty path; it stays counted as pending until done.
-// An event for it that arrives meanwhile makes it dirty again.
-func (d *dirtySet) next() (string, bool) {
+// next takes up to n of the oldest dirty paths; they stay counted as
+// pending until done. An event for one of them that arrives meanwhile makes
+// it dirty again.
+func (d *dirtySet) next(n int) []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if len(d.queue) == 0 {
-		return "", false
-	}
-	path := d.queue[0]
-	d.queue = d.queue[1:]
+	n = min(n, len(d.queue))
+	paths := slices.Clone(d.queue[:n])
+	d.queue = d.queue[n:]
 	if len(d.queue) == 0 {
 		d.queue = nil // let a long queue's array go
 	}
-	d.inflight = d.byPath[path]
-	delete(d.byPath, path)
-	return path, true
+	for _, p := range paths {
+		d.inflight = append(d.inflight, d.byPath[p])
+		delete(d.byPath, p)
+	}
+	return paths
 }
 
-// done marks the path next returned as applied and returns how many events
-// it covered.
+// done marks the paths next returned as applied and returns how many
+// events they covered.
 func (d *dirtySet) done() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	n := 0
-	if d.inflight != nil {
-		n = d.inflight.events
+	for _, p := range d.inflight {
+		n += p.events
 	}
-	d.inflight = nil
+	d.inflight = d.inflight[:0]
 	return n
 }
 
@@ -148,8 +150,11 @@ func (d *dirtySet) pending() (int, time.Duration) {
 	defer d.mu.Unlock()
 	n := 0
 	var oldest time.Time
-	if p := d.inflight; p != nil {
-		n, oldest = p.events, p.since
+	for _, p := range d.inflight {
+		n += p.events
+		if oldest.IsZero() || p.since.Before(oldest) {
+			oldest = p.since
+		}
 	}
 	for _, p := range d.byPath {
 		n += p.events

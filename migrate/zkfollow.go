@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -173,16 +174,30 @@ func (m *zkMigration) reconnect(ctx, wctx context.Context, rep *Report) error {
 	}
 }
 
-// applyDirty applies every reported path.
+// applyDirty applies every reported path: up to walkParallel at a time
+// are read from the source at once, then written in the order they were
+// reported.
 func (m *zkMigration) applyDirty(ctx context.Context, rep *Report) error {
 	prog := &progress{out: m.cfg.Out, every: m.cfg.ProgressEvery, what: "followed events:", n: rep.Followed}
 	for {
-		p, ok := m.dirty.next()
-		if !ok {
+		paths := m.dirty.next(walkParallel)
+		if len(paths) == 0 {
 			return nil
 		}
-		if err := m.syncPath(ctx, p, 0); err != nil {
-			return err
+		reads := make([]sourceRead, len(paths))
+		var wg sync.WaitGroup
+		for i, p := range paths {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				reads[i] = m.readSource(ctx, p)
+			}()
+		}
+		wg.Wait()
+		for i, p := range paths {
+			if err := m.applyRead(ctx, p, reads[i], 0); err != nil {
+				return err
+			}
 		}
 		n := m.dirty.done()
 		rep.Followed += n
@@ -191,48 +206,70 @@ func (m *zkMigration) applyDirty(ctx context.Context, rep *Report) error {
 	}
 }
 
-// maxDepth bounds syncPath's walk up to missing ancestors (ZooKeeper paths
-// are at most about 1 MiB long, so the bound is only against a loop).
-const maxDepth = 1 << 16
+// sourceRead is a source node as the follower read it: gone, not to be
+// copied (ephemeral, or outside the copy), or a node to copy.
+type sourceRead struct {
+	n    znode
+	gone bool
+	skip bool
+	err  error
+}
 
-// syncPath makes the target's node at p what the source holds now.
-func (m *zkMigration) syncPath(ctx context.Context, p string, depth int) error {
+// readSource reads p's data and ACL from the source.
+func (m *zkMigration) readSource(ctx context.Context, p string) sourceRead {
 	if translate.IsReserved([]byte(p)) || !m.inTree(p) {
-		return nil
+		return sourceRead{skip: true}
 	}
 	r := m.reader(ctx)
 	data, st, err := r.Get(p)
 	if errors.Is(err, zk.ErrNoNode) {
-		return m.removeTree(ctx, p)
+		return sourceRead{gone: true}
 	}
 	if err != nil {
-		return fmt.Errorf("source: get %s: %w", p, err)
+		return sourceRead{err: fmt.Errorf("source: get %s: %w", p, err)}
 	}
 	if isEphemeral(st.EphemeralOwner) {
-		return nil
+		return sourceRead{skip: true}
 	}
 	acl, _, err := r.GetACL(p)
 	if errors.Is(err, zk.ErrNoNode) {
-		return m.removeTree(ctx, p)
+		return sourceRead{gone: true}
 	}
 	if err != nil {
-		return fmt.Errorf("source: get ACL of %s: %w", p, err)
+		return sourceRead{err: fmt.Errorf("source: get ACL of %s: %w", p, err)}
 	}
 	if m.dstZK != nil {
 		if err := checkACLReadable(p, acl); err != nil {
-			return fmt.Errorf("source: %w", err)
+			return sourceRead{err: fmt.Errorf("source: %w", err)}
 		}
 	}
-	n := znode{path: p, data: data, acl: acl}
-	err = m.putNode(ctx, n, true)
+	return sourceRead{n: znode{path: p, data: data, acl: acl}}
+}
+
+// maxDepth bounds applyRead's walk up to missing ancestors (ZooKeeper paths
+// are at most about 1 MiB long, so the bound is only against a loop).
+const maxDepth = 1 << 16
+
+// applyRead makes the target's node at p what the source held when read.
+func (m *zkMigration) applyRead(ctx context.Context, p string, r sourceRead, depth int) error {
+	switch {
+	case r.err != nil:
+		return r.err
+	case r.skip:
+		return nil
+	case r.gone:
+		return m.removeTree(ctx, p)
+	}
+	err := m.putNode(ctx, r.n)
 	if errors.Is(err, zk.ErrNoNode) && depth < maxDepth {
 		// The target lacks the parent: the source's create of it was
 		// notified, but read when the parent was gone again. It exists
 		// now (its child does), so copy it first.
-		if err := m.syncPath(ctx, parentPath(p), depth+1); err != nil {
+		parent := parentPath(p)
+		if err := m.applyRead(ctx, parent, m.readSource(ctx, parent), depth+1); err != nil {
 			return err
 		}
-		err = m.putNode(ctx, n, true)
+		err = m.putNode(ctx, r.n)
 	}
 	if err != nil {
 		return fmt.Errorf("target: write %s: %w", p, err)
@@ -254,9 +291,10 @@ func (m *zkMigration) inTree(p string) bool {
 	return root == core.RootPath || p == root || strings.HasPrefix(p, root+"/")
 }
 
-// putNode creates n on the target or overwrites its data; withACL also
-// sets its ACL on a ZooKeeper target (a copy sets ACLs last instead).
-func (m *zkMigration) putNode(ctx context.Context, n znode, withACL bool) error {
+// putNode makes n the target's node: on a ZooKeeper target a create with
+// its ACL (one commit), or, when it exists, its data and then its ACL
+// (ZooKeeper's multi has no setACL).
+func (m *zkMigration) putNode(ctx context.Context, n znode) error {
 	if m.dstEtcd != nil {
 		_, err := m.dstEtcd.Put(ctx, n.path, string(n.data))
 		return err
@@ -265,12 +303,11 @@ func (m *zkMigration) putNode(ctx context.Context, n znode, withACL bool) error 
 		_, err := m.dstZK.Set(n.path, n.data, -1)
 		return err
 	}
-	_, err := m.dstZK.Create(n.path, n.data, zk.FlagPersistent, zk.WorldACL(zk.PermAll))
+	_, err := m.dstZK.Create(n.path, n.data, zk.FlagPersistent, n.acl)
 	if errors.Is(err, zk.ErrNodeExists) {
-		_, err = m.dstZK.Set(n.path, n.data, -1)
-	}
-	if err == nil && withACL {
-		_, err = m.dstZK.SetACL(n.path, n.acl, -1)
+		if _, err = m.dstZK.Set(n.path, n.data, -1); err == nil {
+			_, err = m.dstZK.SetACL(n.path, n.acl, -1)
+		}
 	}
 	return err
 }
