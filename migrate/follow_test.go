@@ -377,3 +377,30 @@ func TestCutoverAfterWritersStop(t *testing.T) {
 	}
 	sameTree(t, readTree(t, src, "/"), readTree(t, dst, "/"))
 }
+
+// TestFollowZooKeeperIntoEtcdFace follows a real ZooKeeper into Janus's
+// etcd face (data only) under writes: after the cut-over every persistent
+// node is a key with its data, and nothing else is.
+func TestFollowZooKeeperIntoEtcdFace(t *testing.T) {
+	ref := testenv.StartZooKeeper(t, testenv.ZKOptions{})
+	src, _ := janustest.ZKClient(t, ref.Addr, 10*time.Second)
+	if _, err := src.Create("/app", []byte("app"), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	w := &zkWorkload{c: src, rng: rand.New(rand.NewPCG(seed(t), 20))}
+	for range 100 {
+		w.step(t)
+	}
+	j := janustest.Start(t, janustest.Options{})
+	rep := followUntil(t, migrate.Config{From: endpoint(t, "zk://"+ref.Addr+"/app"), To: endpoint(t, "etcd://"+j.EtcdAddr)}, func() {
+		for range 300 {
+			w.step(t)
+		}
+	})
+	if rep.Followed == 0 {
+		t.Error("no event followed")
+	}
+	want := readTree(t, src, "/app")
+	got := etcdKeys(t, j.EtcdClient(t))
+	sameTree(t, want, got)
+}
