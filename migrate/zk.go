@@ -432,7 +432,7 @@ func (m *zkMigration) ensureAncestors(root string) error {
 func (m *zkMigration) verify(ctx context.Context, rep *Report) error {
 	src := map[string]nodeSum{}
 	if err := m.walkSource(ctx, nil, func(n znode) error {
-		src[n.path] = nodeSum{data: sha256.Sum256(n.data), acl: aclString(n.acl)}
+		src[n.path] = summarize(n)
 		return nil
 	}); err != nil {
 		return fmt.Errorf("verify: read source: %w", err)
@@ -452,8 +452,8 @@ func (m *zkMigration) verify(ctx context.Context, rep *Report) error {
 				return fmt.Errorf("source: get %s: %w", t.path, err)
 			}
 			diffs = append(diffs, diff{t.path, fmt.Sprintf("data of %s: source %s, target %s", t.path, showData(data), showData(t.data))})
-		case m.dstZK != nil && s.acl != aclString(t.acl):
-			diffs = append(diffs, diff{t.path, fmt.Sprintf("ACL of %s: source %s, target %s", t.path, s.acl, aclString(t.acl))})
+		case m.dstZK != nil && s.acl != summarize(t).acl:
+			diffs = append(diffs, diff{t.path, fmt.Sprintf("ACL of %s: source %s, target %s", t.path, s.aclString(), aclString(t.acl))})
 		}
 		return nil
 	})

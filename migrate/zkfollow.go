@@ -342,10 +342,27 @@ func (m *zkMigration) removeTree(ctx context.Context, p string) error {
 	return nil
 }
 
-// nodeSum is what a re-list compares of a target node.
+// nodeSum is what a re-list or a verification keeps of a node to compare
+// it: a hash of its data and its ACL, "" for the open ACL most nodes have,
+// so that a million of them fit in a few hundred MB.
 type nodeSum struct {
 	data [sha256.Size]byte
 	acl  string
+}
+
+func summarize(n znode) nodeSum {
+	s := nodeSum{data: sha256.Sum256(n.data)}
+	if !isOpenACL(n.acl) {
+		s.acl = aclString(n.acl)
+	}
+	return s
+}
+
+func (s nodeSum) aclString() string {
+	if s.acl == "" {
+		return aclString(zk.WorldACL(zk.PermAll))
+	}
+	return s.acl
 }
 
 // resync makes the target's subtree equal to the source's as listed now:
@@ -355,7 +372,7 @@ type nodeSum struct {
 func (m *zkMigration) resync(ctx context.Context, rep *Report) error {
 	have := map[string]nodeSum{}
 	if err := m.walkTarget(ctx, func(n znode) error {
-		have[n.path] = nodeSum{data: sha256.Sum256(n.data), acl: aclString(n.acl)}
+		have[n.path] = summarize(n)
 		return nil
 	}); err != nil {
 		return fmt.Errorf("target: list: %w", err)
@@ -370,7 +387,7 @@ func (m *zkMigration) resync(ctx context.Context, rep *Report) error {
 		if s.data != sha256.Sum256(n.data) {
 			w = writeSet
 		}
-		return w, m.dstZK != nil && s.acl != aclString(n.acl)
+		return w, m.dstZK != nil && s.acl != summarize(n).acl
 	}, func() error {
 		extra := make([]string, 0, len(have))
 		for p := range have {
