@@ -166,3 +166,28 @@ func TestWayBackToEtcd(t *testing.T) {
 		t.Errorf("round trip: %d keys, original %d; differ", len(back), len(orig))
 	}
 }
+
+// TestEtcdCutoverWithQuietPrefix cuts over a follow of one prefix while
+// only keys outside it change: the source's revision moves on with no event
+// for the follower, and the cut-over must still learn (by a progress
+// request) that it has everything.
+func TestEtcdCutoverWithQuietPrefix(t *testing.T) {
+	ref := testenv.StartEtcd(t)
+	addr := strings.TrimPrefix(ref.Endpoints[0], "http://")
+	src := janustest.EtcdClient(t, addr)
+	ctx := testCtx(t)
+	if _, err := src.Put(ctx, "/p/a", "1"); err != nil {
+		t.Fatal(err)
+	}
+	j := janustest.Start(t, janustest.Options{})
+	rep := followUntil(t, migrate.Config{From: endpoint(t, "etcd://"+addr+"/p/"), To: endpoint(t, "etcd://"+j.EtcdAddr)}, func() {
+		for i := range 5 {
+			if _, err := src.Put(ctx, fmt.Sprintf("/other/%d", i), "x"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	if rep.Copied != 1 || rep.Followed != 0 {
+		t.Errorf("copied %d, followed %d; want 1 and 0", rep.Copied, rep.Followed)
+	}
+}
