@@ -184,6 +184,15 @@ func (w *zkWorkload) step(t *testing.T) {
 				w.live = slices.Delete(w.live, i, i+1)
 			}
 		}
+	case w.rng.IntN(3) == 0: // a persistent leaf turned ephemeral
+		p, i := pick()
+		if err := w.c.Delete(p, -1); err == nil {
+			w.live = slices.Delete(w.live, i, i+1)
+			_, err = w.c.Create(p, data, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+			ignore(err)
+		} else {
+			ignore(err)
+		}
 	default: // sequential and ephemeral nodes
 		p, err := w.c.Create("/app/seq-", data, zk.FlagSequence, zk.WorldACL(zk.PermAll))
 		ignore(err)

@@ -206,8 +206,9 @@ func (m *zkMigration) applyDirty(ctx context.Context, rep *Report) error {
 	}
 }
 
-// sourceRead is a source node as the follower read it: gone, not to be
-// copied (ephemeral, or outside the copy), or a node to copy.
+// sourceRead is a source node as the follower read it: gone (or
+// ephemeral, which the target must not have either), outside the copy, or
+// a node to copy.
 type sourceRead struct {
 	n    znode
 	gone bool
@@ -229,7 +230,8 @@ func (m *zkMigration) readSource(ctx context.Context, p string) sourceRead {
 		return sourceRead{err: fmt.Errorf("source: get %s: %w", p, err)}
 	}
 	if isEphemeral(st.EphemeralOwner) {
-		return sourceRead{skip: true}
+		// The path may have held a persistent node the target has.
+		return sourceRead{gone: true}
 	}
 	acl, _, err := r.GetACL(p)
 	if errors.Is(err, zk.ErrNoNode) {
