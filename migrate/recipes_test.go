@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	_ "embed"
+	"errors"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -22,17 +23,29 @@ import (
 //go:embed testdata/kazoo_lock_worker.py
 var kazooLockWorker string
 
-// lockRound runs n kazoo Lock workers against hosts at once, each taking
-// the lock rounds times, and returns the sequence numbers of the lock
-// nodes they held, in the order printed.
-func lockRound(t *testing.T, hosts, referee string, n, rounds int) []int {
+// worker returns the command of one recipe user: connect string, recipe
+// path, worker id, referee file, rounds.
+type worker func(ctx context.Context, t *testing.T, args ...string) *exec.Cmd
+
+func kazooLock(ctx context.Context, t *testing.T, args ...string) *exec.Cmd {
+	return testenv.PythonCommand(ctx, t, kazooLockWorker, args...)
+}
+
+func curatorLatch(ctx context.Context, t *testing.T, args ...string) *exec.Cmd {
+	return testenv.JavaCommand(ctx, t, "testdata/CuratorLatchWorker.java", "CuratorLatchWorker", args...)
+}
+
+// lockRound runs n recipe users against hosts at once, each taking the
+// lock (or leadership) rounds times, and returns the sequence numbers of
+// the nodes they held it with, in the order printed.
+func lockRound(t *testing.T, run worker, hosts, path, referee string, n, rounds int) []int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	cmds := make([]*exec.Cmd, n)
 	outs := make([]*bytes.Buffer, n)
 	for i := range cmds {
-		cmds[i] = testenv.PythonCommand(ctx, t, kazooLockWorker, hosts, "/app/lock", "w"+strconv.Itoa(i), referee, strconv.Itoa(rounds))
+		cmds[i] = run(ctx, t, hosts, path, "w"+strconv.Itoa(i), referee, strconv.Itoa(rounds))
 		outs[i] = &bytes.Buffer{}
 		cmds[i].Stdout, cmds[i].Stderr = outs[i], outs[i]
 		if err := cmds[i].Start(); err != nil {
@@ -63,45 +76,60 @@ func lockRound(t *testing.T, hosts, referee string, n, rounds int) []int {
 	return seqs
 }
 
-// TestKazooLockMovesToJanus moves a kazoo Lock's users from a real
-// ZooKeeper to Janus by the runbook: follow, stop the lock's users, cut
-// over, start them on Janus. A referee file that only one holder may own
-// checks mutual exclusion throughout. The lock nodes (ephemeral) are not
-// copied; the users re-create them on Janus. Their sequence numbers, a
-// recipe's usual fencing token, start again on Janus: the test pins that
-// down, as docs/migration.md says.
-func TestKazooLockMovesToJanus(t *testing.T) {
-	testenv.Python3Kazoo(t)
-	ref := testenv.StartZooKeeper(t, testenv.ZKOptions{})
-	src, _ := janustest.ZKClient(t, ref.Addr, 10*time.Second)
-	if _, err := src.Create("/app", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
-		t.Fatal(err)
+// TestRecipesMoveToJanus moves a kazoo Lock's and a Curator LeaderLatch's
+// users from a real ZooKeeper to Janus by the runbook: follow, stop the
+// recipe's users, cut over, start them on Janus. A referee file that only
+// one holder may own checks mutual exclusion throughout. The recipes'
+// nodes (ephemeral) are not copied; the users re-create them on Janus.
+// Their sequence numbers, a recipe's usual fencing token, start again on
+// Janus: the test pins that down, as docs/migration.md says.
+func TestRecipesMoveToJanus(t *testing.T) {
+	cases := []struct {
+		name, path string
+		run        worker
+		need       func(testing.TB)
+	}{
+		{"kazoo Lock", "/app/lock", kazooLock, func(t testing.TB) { testenv.Python3Kazoo(t) }},
+		{"Curator LeaderLatch", "/app/latch", curatorLatch, func(t testing.TB) { testenv.CuratorClasspath(t) }},
 	}
-	j := janustest.Start(t, janustest.Options{})
-	referee := filepath.Join(t.TempDir(), "holder")
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.need(t)
+			ref := testenv.StartZooKeeper(t, testenv.ZKOptions{})
+			src, _ := janustest.ZKClient(t, ref.Addr, 10*time.Second)
+			if _, err := src.Create("/app", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+				t.Fatal(err)
+			}
+			j := janustest.Start(t, janustest.Options{})
+			referee := filepath.Join(t.TempDir(), "holder")
 
-	var out syncBuffer
-	runCtx, cutover := context.WithCancel(testCtx(t))
-	defer cutover()
-	done := runAsync(runCtx, migrate.Config{From: endpoint(t, "zk://"+ref.Addr), To: endpoint(t, "zk://"+j.ZKAddr), Out: &out, Follow: true})
-	waitFor(t, &out, "following")
+			var out syncBuffer
+			runCtx, cutover := context.WithCancel(testCtx(t))
+			defer cutover()
+			done := runAsync(runCtx, migrate.Config{From: endpoint(t, "zk://"+ref.Addr), To: endpoint(t, "zk://"+j.ZKAddr), Out: &out, Follow: true})
+			waitFor(t, &out, "following")
 
-	before := lockRound(t, ref.Addr, referee, 3, 10)
-	cutover()
-	res := <-done
-	t.Logf("output:\n%s", out.String())
-	if res.err != nil {
-		t.Fatalf("cut-over: %v", res.err)
-	}
-	dst, _ := j.ZKClient(t, 10*time.Second)
-	kids, _, err := dst.Children("/app/lock")
-	if err != nil || len(kids) != 0 {
-		t.Fatalf("target /app/lock children %q, %v: want the lock's parent and no lock nodes", kids, err)
-	}
+			before := lockRound(t, c.run, ref.Addr, c.path, referee, 3, 10)
+			cutover()
+			res := <-done
+			t.Logf("output:\n%s", out.String())
+			if res.err != nil {
+				t.Fatalf("cut-over: %v", res.err)
+			}
+			dst, _ := j.ZKClient(t, 10*time.Second)
+			// Curator makes the latch's parent a container, which the
+			// source may have reaped once its users left: absent or
+			// empty, but none of the recipe's nodes.
+			kids, _, err := dst.Children(c.path)
+			if err != nil && !errors.Is(err, zk.ErrNoNode) || len(kids) != 0 {
+				t.Fatalf("target %s children %q, %v: want none of the recipe's nodes", c.path, kids, err)
+			}
 
-	after := lockRound(t, j.ZKAddr, referee, 3, 10)
-	t.Logf("lock node sequence numbers on ZooKeeper %v, then on Janus %v", before, after)
-	if slices.Min(after) > slices.Max(before) {
-		t.Errorf("sequence numbers kept increasing across the move (%d after %d): update docs/migration.md's fencing table", slices.Min(after), slices.Max(before))
+			after := lockRound(t, c.run, j.ZKAddr, c.path, referee, 3, 10)
+			t.Logf("sequence numbers on ZooKeeper %v, then on Janus %v", before, after)
+			if slices.Min(after) > slices.Max(before) {
+				t.Errorf("sequence numbers kept increasing across the move (%d after %d): update docs/migration.md's fencing table", slices.Min(after), slices.Max(before))
+			}
+		})
 	}
 }
