@@ -579,6 +579,9 @@ func (r *replica) publish() {
 		st.LeaderID = 0
 	}
 	r.smu.Lock()
+	if r.ls != nil {
+		st.PeerAcked = r.status.PeerAcked // refreshed by publishPeers
+	}
 	r.status = st
 	r.smu.Unlock()
 	r.m.lastZxid.Store(r.lastZxid)
