@@ -835,7 +835,9 @@ func (r *replica) tick() {
 	switch {
 	case r.ls != nil:
 		r.leaderTick()
-		r.publishPeers()
+		if r.ls != nil { // the tick may have ended the leadership
+			r.publishPeers()
+		}
 	case r.fs != nil:
 		r.followerTick()
 	default:
