@@ -101,6 +101,14 @@ func EtcdctlPath(t testing.TB) string {
 	return buildTool(t, "etcdctl", "go.etcd.io/etcd/etcdctl/v3", []string{"version"}, "etcdctl version: ")
 }
 
+// EtcdutlPath returns the path of a real etcdutl (offline snapshot
+// restore), built once into the repository's bin/ at the version go.mod's
+// tool block pins.
+func EtcdutlPath(t testing.TB) string {
+	t.Helper()
+	return buildTool(t, "etcdutl", "go.etcd.io/etcd/etcdutl/v3", []string{"version"}, "etcdutl version: ")
+}
+
 // EtcdPath returns the path of a real etcd server binary, built once into
 // the repository's bin/ at the version go.mod's tool block pins.
 func EtcdPath(t testing.TB) string {
