@@ -1,6 +1,7 @@
 package backup
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -38,6 +39,11 @@ var (
 	// etcd never reads a bucket it does not know (its hashes cover the key
 	// bucket, defrag copies every bucket), so the file stays an etcd file.
 	bucketJanus = []byte("janus")
+	// janusState, in the janus bucket, is the etcd state the snapshot
+	// there matches (see etcdFingerprint): a file that etcd served and
+	// changed after Janus wrote it no longer matches, and its key and
+	// lease buckets are restored instead.
+	janusState = []byte("state")
 )
 
 // StorageVersion is the etcd storage version of the files Janus writes,
@@ -170,6 +176,18 @@ func writeEtcdState(bw *boltWriter, src Source) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("backup: write leases: %w", err)
 	}
+	// The fingerprint reads the lease bucket back: it must be in this
+	// transaction.
+	if err := bw.commit(); err != nil {
+		return 0, err
+	}
+	if err := bw.begin(); err != nil {
+		return 0, err
+	}
+	fp, err := etcdFingerprint(bw.tx, meta.Rev)
+	if err != nil {
+		return 0, err
+	}
 	cw := &chunkWriter{bw: bw}
 	applied, err := src.WriteSnapshot(cw)
 	if err == nil {
@@ -189,6 +207,9 @@ func writeEtcdState(bw *boltWriter, src Source) (uint64, error) {
 		if err := bw.put(bucketMeta, kv[0], kv[1]); err != nil {
 			return 0, fmt.Errorf("backup: write meta: %w", err)
 		}
+	}
+	if err := bw.put(bucketJanus, janusState, fp); err != nil {
+		return 0, err
 	}
 	return applied, nil
 }
@@ -313,7 +334,7 @@ var errChunkGap = errors.New("backup: the janus bucket's chunks are not consecut
 
 func (cr *chunkReader) Read(p []byte) (int, error) {
 	for len(cr.cur) == 0 {
-		if cr.k == nil {
+		if cr.k == nil || len(cr.k) != 8 { // the chunks end where janusState begins
 			return 0, io.EOF
 		}
 		if len(cr.k) != 8 || binary.BigEndian.Uint64(cr.k) != cr.next {
@@ -326,4 +347,38 @@ func (cr *chunkReader) Read(p []byte) (int, error) {
 	n := copy(p, cr.cur)
 	cr.cur = cr.cur[n:]
 	return n, nil
+}
+
+// etcdFingerprint identifies the etcd state of a backend file: its
+// current revision and the IDs of its leases. Every change etcd makes to
+// keys moves the revision; granting or revoking a lease without keys does
+// not, hence the IDs.
+func etcdFingerprint(tx *bolt.Tx, rev int64) ([]byte, error) {
+	h := sha256.New()
+	if lb := tx.Bucket(bucketLease); lb != nil {
+		if err := lb.ForEach(func(k, _ []byte) error { h.Write(k); return nil }); err != nil {
+			return nil, fmt.Errorf("backup: read leases: %w", err)
+		}
+	}
+	return h.Sum(binary.BigEndian.AppendUint64(nil, uint64(rev))), nil
+}
+
+// etcdRev is the current revision of an etcd backend file: the highest of
+// its newest revision key and its compaction marks (compaction can remove
+// the newest keys' tombstones).
+func etcdRev(tx *bolt.Tx) int64 {
+	var rev int64
+	if mb := tx.Bucket(bucketMeta); mb != nil {
+		for _, name := range [][]byte{metaScheduledCompact, metaFinishedCompact} {
+			if v := mb.Get(name); len(v) >= 8 {
+				rev = max(rev, int64(binary.BigEndian.Uint64(v)))
+			}
+		}
+	}
+	if kb := tx.Bucket(bucketKey); kb != nil {
+		if k, _ := kb.Cursor().Last(); len(k) >= 8 {
+			rev = max(rev, int64(binary.BigEndian.Uint64(k)))
+		}
+	}
+	return rev
 }

@@ -3,7 +3,6 @@ package backup
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -216,7 +215,15 @@ func restoreBackendFile(cfg RestoreConfig, content *io.SectionReader) (Summary, 
 	}
 	defer tx.Rollback()
 	if b := tx.Bucket(bucketJanus); b != nil {
-		return restoreNative(cfg, "janus", newChunkReader(b))
+		fp, err := etcdFingerprint(tx, etcdRev(tx))
+		if err != nil {
+			return Summary{}, err
+		}
+		if bytes.Equal(fp, b.Get(janusState)) {
+			return restoreNative(cfg, "janus", newChunkReader(b))
+		}
+		cfg.Logger.Warn("the file was written by Janus, then changed by etcd: restoring etcd's keys and leases, " +
+			"without the ZooKeeper metadata Janus kept beside them")
 	}
 	state, err := readEtcdState(tx, cfg.Logger)
 	if err != nil {
@@ -233,18 +240,12 @@ func readEtcdState(tx *bolt.Tx, log *slog.Logger) (*core.Batch, error) {
 	if kb == nil || mb == nil {
 		return nil, errors.New("backup: not an etcd backend file: no key or meta bucket")
 	}
-	var rev int64
-	for _, name := range [][]byte{metaScheduledCompact, metaFinishedCompact} {
-		if v := mb.Get(name); len(v) >= 8 {
-			rev = max(rev, int64(binary.BigEndian.Uint64(v)))
-		}
-	}
+	rev := etcdRev(tx)
 	latest := map[string]*mvccpb.KeyValue{}
 	err := kb.ForEach(func(k, v []byte) error {
 		if len(k) != revBytesLen && !(len(k) == revBytesLen+1 && k[revBytesLen] == markTombstone) {
 			return fmt.Errorf("backup: key bucket holds %x, not a revision", k)
 		}
-		rev = max(rev, int64(binary.BigEndian.Uint64(k)))
 		kv := &mvccpb.KeyValue{}
 		if err := proto.Unmarshal(v, kv); err != nil {
 			return fmt.Errorf("backup: revision %x: %w", k, err)
