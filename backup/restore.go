@@ -351,6 +351,14 @@ func buildTree(nodes []*core.Node, zkDirs map[string]*core.Dir) ([]core.DirWrite
 			add(n.Key, n.CreateRev)
 		}
 	}
+	// ZooKeeper keeps a cversion for nodes whose children are all gone.
+	for p := range zkDirs {
+		if dirs[p] == nil {
+			dirs[p] = &core.Dir{}
+			order = append(order, p)
+		}
+	}
+	slices.Sort(order)
 	writes := make([]core.DirWrite, 0, len(order))
 	for _, p := range order {
 		d := dirs[p]
