@@ -522,13 +522,8 @@ func (t *zkTree) delete(p string, zxid int64) {
 }
 
 // zkSkipped says which znodes Janus does not take over: /zookeeper/config,
-// the ensemble's own configuration (Janus makes its own at start).
+// the ensemble's own configuration (Janus has its own).
 func zkSkipped(p string) bool { return p == "/zookeeper/config" }
-
-// zkSystemRev is the revision given to the nodes ZooKeeper makes for
-// itself at zxid 0 (/zookeeper, /zookeeper/quota): a revision 0 reads as
-// "absent" to etcd clients' compares.
-const zkSystemRev = 1
 
 // state turns the tree into a Janus state: each znode a node at its czxid
 // and mzxid (revisions are zxids, so clients' last-seen zxids stay valid
@@ -562,7 +557,7 @@ func (t *zkTree) state() (*core.Batch, error) {
 		if n.Value == nil {
 			n.Value = []byte{}
 		}
-		n.CreateRev, n.ModRev = max(n.CreateRev, zkSystemRev), max(n.ModRev, zkSystemRev)
+		n.CreateRev, n.ModRev = max(n.CreateRev, systemRev), max(n.ModRev, systemRev)
 		switch o := z.ephemeralOwner; {
 		case o == zkContainerOwner:
 			n.Mode = core.ModeContainer
@@ -582,6 +577,7 @@ func (t *zkTree) state() (*core.Batch, error) {
 			dirs[p] = &core.Dir{Cversion: z.cversion, Pzxid: z.pzxid}
 		}
 	}
+	nodes = addSystemNodes(state, nodes)
 	if root := t.nodes["/"]; root != nil {
 		dirs["/"] = &core.Dir{Cversion: root.cversion, Pzxid: root.pzxid}
 	}
