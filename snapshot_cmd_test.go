@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/januskv/janus/internal/janustest"
@@ -178,6 +180,18 @@ func TestSnapshotSaveRestoresIntoRealEtcd(t *testing.T) {
 	if _, err := dst.Get(ctx, "k/001", clientv3.WithRev(rev-1)); err == nil {
 		t.Errorf("read below the snapshot's revision succeeded; the file carries no history")
 	}
+
+	// etcd changed the data after the restore: its snapshot still holds
+	// the janus bucket, which no longer matches, so Janus restores what
+	// etcd holds now.
+	file2 := filepath.Join(t.TempDir(), "etcd.db")
+	saveSnapshot(t, strings.TrimPrefix(ref.Endpoints[0], "http://"), file2)
+	dir2 := filepath.Join(t.TempDir(), "back")
+	if out := restoreSnapshot(t, file2, "--data-dir", dir2); !strings.Contains(out, "restored a etcd backup") {
+		t.Errorf("restore of the changed file said %q", out)
+	}
+	back := startInProcess(t, dir2)
+	sameEtcdState(t, "Janus restored from etcd after etcd changed it", dst, janustest.EtcdClient(t, back.Etcd), false)
 }
 
 // TestSnapshotRestoreFromJanusKeepsZooKeeperState restores a Janus snapshot
@@ -351,5 +365,46 @@ func TestSnapshotCommandArguments(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("janus snapshot %q: %v, want an error mentioning %q", c.args, err, c.want)
 		}
+	}
+}
+
+// TestSnapshotRestoreCluster restores one file into the data directories
+// of a 3-member ensemble: the members elect a leader, every one of them
+// serves the snapshot's state, and the ensemble takes writes.
+func TestSnapshotRestoreCluster(t *testing.T) {
+	a := startInProcess(t, t.TempDir())
+	src := janustest.EtcdClient(t, a.Etcd)
+	fillEtcd(t, src)
+	file := filepath.Join(t.TempDir(), "janus.db")
+	saveSnapshot(t, a.Etcd, file)
+
+	peers := []string{"1=" + freeAddr(t), "2=" + freeAddr(t), "3=" + freeAddr(t)}
+	var clients []*clientv3.Client
+	for id := 1; id <= 3; id++ {
+		dir := filepath.Join(t.TempDir(), fmt.Sprintf("member-%d", id))
+		restoreSnapshot(t, file, "--data-dir", dir)
+		m := startInProcess(t, dir, "--id", fmt.Sprint(id), "--peers", strings.Join(peers, ","))
+		clients = append(clients, janustest.EtcdClient(t, m.Etcd))
+	}
+	// The first write waits for an election: "no leader" is refused
+	// before anything is proposed, so it is safe to send again.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rev, _, _ := etcdState(t, src)
+	put, err := clients[0].Put(ctx, "after", "restore")
+	for errors.Is(err, rpctypes.ErrNoLeader) && ctx.Err() == nil {
+		put, err = clients[0].Put(ctx, "after", "restore")
+	}
+	if err != nil {
+		t.Fatalf("first write to the restored ensemble: %v", err)
+	}
+	if put.Header.Revision != rev+1 {
+		t.Errorf("first write at revision %d, want %d", put.Header.Revision, rev+1)
+	}
+	if _, err := src.Put(ctx, "after", "restore"); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range clients {
+		sameEtcdState(t, fmt.Sprintf("member %d of the restored ensemble", i+1), src, c, false)
 	}
 }

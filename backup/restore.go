@@ -186,7 +186,15 @@ func restoreState(cfg RestoreConfig, format string, state *core.Batch) (Summary,
 
 // restoreBackendFile restores an etcd backend file: from its janus bucket
 // when Janus wrote it, else from its key and lease buckets.
-func restoreBackendFile(cfg RestoreConfig, content *io.SectionReader) (Summary, error) {
+func restoreBackendFile(cfg RestoreConfig, content *io.SectionReader) (sum Summary, err error) {
+	// bbolt panics on some damaged pages; a file restored with
+	// --skip-hash-check may have them.
+	defer func() {
+		if p := recover(); p != nil {
+			os.RemoveAll(filepath.Join(cfg.DataDir, stateDir))
+			sum, err = Summary{}, fmt.Errorf("backup: the etcd backend file is damaged: %v", p)
+		}
+	}()
 	// bbolt maps a whole file; the trailer must go, so the content is
 	// copied beside the new data directory first (as etcdutl does).
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
