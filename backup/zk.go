@@ -224,7 +224,19 @@ func (j *juteReader) buffer() []byte {
 		j.err = fmt.Errorf("field of %d bytes", n)
 		return nil
 	}
-	return j.full(int(n))
+	if n <= 64<<10 {
+		return j.full(int(n))
+	}
+	// A damaged length must not allocate what the file does not hold.
+	b, err := io.ReadAll(io.LimitReader(j.r, int64(n)))
+	if err == nil && len(b) < int(n) {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
+		j.err = err
+		return nil
+	}
+	return b
 }
 
 func (j *juteReader) string() string { return string(j.buffer()) }
@@ -235,12 +247,9 @@ func (j *juteReader) acls() []core.ACL {
 	if j.err != nil || n < 0 {
 		return nil
 	}
-	if n > zkMaxRecord/8 {
-		j.err = fmt.Errorf("ACL list of %d entries", n)
-		return nil
-	}
-	acl := make([]core.ACL, 0, n)
-	for range n {
+	// Grown as entries are read: a damaged count stops at the end of input.
+	var acl []core.ACL
+	for ; n > 0 && j.err == nil; n-- {
 		a := core.ACL{Perms: core.Perm(j.int())}
 		a.ID.Scheme = j.string()
 		a.ID.ID = j.string()
