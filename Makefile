@@ -64,7 +64,7 @@ fuzz:
 		done; \
 	done
 
-# The reference etcd server and etcdctl, at the versions go.mod's tool block
+# The reference etcd server, etcdctl and etcdutl, at the versions go.mod's tool block
 # pins. Tests build them on demand too (internal/testenv); each binary is
 # built beside its final name and renamed, so a concurrent test never runs a
 # half-written file.
@@ -72,6 +72,8 @@ tools:
 	@mkdir -p bin
 	$(GO) build -o bin/etcdctl.tmp go.etcd.io/etcd/etcdctl/v3
 	mv -f bin/etcdctl.tmp bin/etcdctl
+	$(GO) build -o bin/etcdutl.tmp go.etcd.io/etcd/etcdutl/v3
+	mv -f bin/etcdutl.tmp bin/etcdutl
 	$(GO) build -o bin/etcd.tmp go.etcd.io/etcd/server/v3
 	mv -f bin/etcd.tmp bin/etcd
 
