@@ -115,6 +115,7 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 		MaxBuffer:           cfg.MaxBuffer,
 		MaxClientConns:      cfg.MaxClientConns,
 		MaxConns:            cfg.MaxConns,
+		Dirs:                member.Dirs,
 	})
 	mux := http.NewServeMux()
 	health := &healthChecks{b: backend, log: logger.With("face", "http"), timeout: healthTimeout(cfg)}

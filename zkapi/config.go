@@ -38,6 +38,9 @@ type Config struct {
 	// once it is reached the connection reads no more until the oldest
 	// is answered.
 	MaxOutstanding int
+	// Dirs names the directories conf and dirs report as ZooKeeper's
+	// dataDir (the state) and dataLogDir (the log); nil reports none.
+	Dirs func() (data, log string)
 	// Clock is the wall clock the reaper compares TTLs with (default
 	// time.Now).
 	Clock func() time.Time
