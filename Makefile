@@ -23,6 +23,16 @@ run:
 test:
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 25m $(TESTFLAGS) ./...
+	$(MAKE) test-k8s
+
+# The Kubernetes API server's own storage tests against Janus: a module of
+# its own (test/k8s), so its dependencies stay out of Janus's go.mod.
+# K8STESTFLAGS is passed to its go test.
+K8STESTFLAGS ?=
+.PHONY: test-k8s
+test-k8s:
+	cd test/k8s && $(GO) vet ./...
+	cd test/k8s && $(GO) test -count=1 -timeout 20m $(K8STESTFLAGS) ./...
 
 # bench compares Janus with a real etcd and a real ZooKeeper on this
 # machine and writes a report under bench/out/ (see docs/benchmarks.md).
