@@ -232,6 +232,14 @@ func (ws *watchStream) create(r *pb.WatchCreateRequest) {
 			w.noDelete = true
 		}
 	}
+	if w.prevKV && start <= cur {
+		// etcd reads an event's prev_kv at the revision before it, which
+		// is gone for an event at the compaction point: it sends that
+		// event without one (and Kubernetes then reports the watch as
+		// expired). Events replayed from before the current revision are
+		// the only ones that can be there.
+		w.compactRev = ws.s.b.Status().CompactRev
+	}
 	ws.watchers[id] = w
 	ws.wg.Add(1)
 	ws.mu.Unlock()
@@ -326,11 +334,15 @@ type watcher struct {
 	prevKV, fragment bool
 	noPut, noDelete  bool
 	progressNotify   bool
-	ctx              context.Context
-	cancel           context.CancelFunc
-	done             chan struct{}
-	progress         chan struct{}
-	sentEvents       bool // since the last progress tick; owned by run
+	// compactRev is the compaction point when a prev_kv watcher started
+	// below the current revision: events at or below it go without
+	// prev_kv, as etcd's do (0 otherwise).
+	compactRev int64
+	ctx        context.Context
+	cancel     context.CancelFunc
+	done       chan struct{}
+	progress   chan struct{}
+	sentEvents bool // since the last progress tick; owned by run
 
 	// Guarded by ws.mu.
 	sent  int64 // every event up to this revision is queued
@@ -424,7 +436,7 @@ func (w *watcher) deliver(re core.RevEvents) bool {
 			continue
 		}
 		create := e.Type == mvccpb.PUT && e.Kv.CreateRevision == e.Kv.ModRevision
-		if prev := before[string(ev.Node.Key)]; w.prevKV && !create && prev != nil && !prev.Implicit {
+		if prev := before[string(ev.Node.Key)]; w.prevKV && !create && prev != nil && !prev.Implicit && re.Rev > w.compactRev {
 			e.PrevKv = keyValue(prev)
 		}
 		events = append(events, e)
