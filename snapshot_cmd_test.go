@@ -68,17 +68,11 @@ func etcdState(t *testing.T, c *clientv3.Client) (rev int64, kvs []kvRow, leases
 }
 
 // sameEtcdState fails the test unless a and b hold the same keys, values,
-// revisions, versions and leases at the same revision. Keys under
-// /zookeeper are left out with noZK: a real etcd has none, and a restore
-// into Janus adds the ones its ZooKeeper face needs.
-func sameEtcdState(t *testing.T, what string, a, b *clientv3.Client, noZK bool) {
+// revisions, versions and leases at the same revision.
+func sameEtcdState(t *testing.T, what string, a, b *clientv3.Client) {
 	t.Helper()
 	revA, kvsA, leasesA := etcdState(t, a)
 	revB, kvsB, leasesB := etcdState(t, b)
-	if noZK {
-		system := func(r kvRow) bool { return strings.HasPrefix(r.Key, "/zookeeper") }
-		kvsA, kvsB = slices.DeleteFunc(kvsA, system), slices.DeleteFunc(kvsB, system)
-	}
 	if revA != revB {
 		t.Errorf("%s: revision %d, want %d", what, revB, revA)
 	}
@@ -165,7 +159,7 @@ func TestSnapshotSaveRestoresIntoRealEtcd(t *testing.T) {
 	}
 	ref := testenv.StartEtcdOn(t, dir)
 	dst := janustest.EtcdClient(t, strings.TrimPrefix(ref.Endpoints[0], "http://"))
-	sameEtcdState(t, "etcd restored from a Janus snapshot", src, dst, false)
+	sameEtcdState(t, "etcd restored from a Janus snapshot", src, dst)
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -191,7 +185,7 @@ func TestSnapshotSaveRestoresIntoRealEtcd(t *testing.T) {
 		t.Errorf("restore of the changed file said %q", out)
 	}
 	back := startInProcess(t, dir2)
-	sameEtcdState(t, "Janus restored from etcd after etcd changed it", dst, janustest.EtcdClient(t, back.Etcd), false)
+	sameEtcdState(t, "Janus restored from etcd after etcd changed it", dst, janustest.EtcdClient(t, back.Etcd))
 }
 
 // TestSnapshotRestoreFromJanusKeepsZooKeeperState restores a Janus snapshot
@@ -232,7 +226,7 @@ func TestSnapshotRestoreFromJanusKeepsZooKeeperState(t *testing.T) {
 		t.Errorf("restore said %q", out)
 	}
 	b := startInProcess(t, dir)
-	sameEtcdState(t, "Janus restored from a Janus snapshot", src, janustest.EtcdClient(t, b.Etcd), false)
+	sameEtcdState(t, "Janus restored from a Janus snapshot", src, janustest.EtcdClient(t, b.Etcd))
 
 	za, _ := janustest.ZKClient(t, a.ZK, 10*time.Second)
 	zb, _ := janustest.ZKClient(t, b.ZK, 10*time.Second)
@@ -291,7 +285,7 @@ func TestSnapshotRestoreFromRealEtcd(t *testing.T) {
 	}
 	b := startInProcess(t, dir)
 	dst := janustest.EtcdClient(t, b.Etcd)
-	sameEtcdState(t, "Janus restored from an etcd snapshot", src, dst, true)
+	sameEtcdState(t, "Janus restored from an etcd snapshot", src, dst)
 	// ZooKeeper clients see the paths among the keys, implicit parents too.
 	zc, _ := janustest.ZKClient(t, b.ZK, 10*time.Second)
 	children, _, err := zc.Children("/app")
@@ -405,6 +399,6 @@ func TestSnapshotRestoreCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, c := range clients {
-		sameEtcdState(t, fmt.Sprintf("member %d of the restored ensemble", i+1), src, c, false)
+		sameEtcdState(t, fmt.Sprintf("member %d of the restored ensemble", i+1), src, c)
 	}
 }

@@ -310,39 +310,14 @@ func readEtcdState(tx *bolt.Tx, log *slog.Logger) (*core.Batch, error) {
 			state.LeaseKeys = append(state.LeaseKeys, core.LeaseKeyWrite{ID: n.Lease, Key: n.Key, Present: true})
 		}
 	}
-	nodes = addSystemNodes(state, nodes)
 	state.Dirs, state.Children = buildTree(nodes, nil)
 	return state, nil
 }
 
-// systemRev is the revision of the nodes a restore adds for Janus's
-// ZooKeeper face and of those ZooKeeper made for itself at zxid 0: before
-// every revision a client can have seen (a fresh store starts at 1 with
-// no keys), and not 0, which reads as "absent" in etcd compares.
+// systemRev is the lowest revision a restored node gets: ZooKeeper makes
+// /zookeeper and /zookeeper/quota at zxid 0, and a revision 0 reads as
+// "absent" in etcd compares.
 const systemRev = 1
-
-// addSystemNodes adds the nodes every ZooKeeper has (the ones zkapi's
-// ensureSystemNodes creates at start) where the state lacks them, so that
-// a restored member does not write them at new revisions when it starts.
-func addSystemNodes(state *core.Batch, nodes []*core.Node) []*core.Node {
-	have := map[string]bool{}
-	for _, n := range nodes {
-		have[string(n.Key)] = true
-	}
-	readOnly := []core.ACL{{Perms: core.PermRead, ID: core.ID{Scheme: "world", ID: "anyone"}}}
-	for _, sys := range []struct {
-		path string
-		acl  []core.ACL
-	}{{"/zookeeper", nil}, {"/zookeeper/quota", nil}, {"/zookeeper/config", readOnly}} {
-		if have[sys.path] {
-			continue
-		}
-		n := &core.Node{Key: []byte(sys.path), Value: []byte{}, CreateRev: systemRev, ModRev: systemRev, Version: 1, ACL: sys.acl}
-		nodes = append(nodes, n)
-		state.Nodes = append(state.Nodes, core.NodeWrite{Key: n.Key, Node: n})
-	}
-	return nodes
-}
 
 // buildTree computes the ZooKeeper tree records of a set of nodes sorted
 // by key, as core.Apply would have left them had each node been created

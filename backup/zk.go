@@ -531,8 +531,15 @@ func (t *zkTree) delete(p string, zxid int64) {
 }
 
 // zkSkipped says which znodes Janus does not take over: /zookeeper/config,
-// the ensemble's own configuration (Janus has its own).
-func zkSkipped(p string) bool { return p == "/zookeeper/config" }
+// the ensemble's own configuration (Janus has its own), and the other
+// system nodes while nothing is written there: Janus's tree shows them
+// without storing them (see core's system.go), as a brand-new Janus does.
+func (t *zkTree) zkSkipped(p string) bool {
+	if p == "/zookeeper/config" {
+		return true
+	}
+	return core.IsSystemPath([]byte(p)) && len(t.nodes[p].data) == 0
+}
 
 // state turns the tree into a Janus state: each znode a node at its czxid
 // and mzxid (revisions are zxids, so clients' last-seen zxids stay valid
@@ -543,7 +550,7 @@ func (t *zkTree) state() (*core.Batch, error) {
 	paths := make([]string, 0, len(t.nodes))
 	var rev int64 = 1
 	for p, n := range t.nodes {
-		if p != "/" && !zkSkipped(p) {
+		if p != "/" && !t.zkSkipped(p) {
 			paths = append(paths, p)
 		}
 		rev = max(rev, n.czxid, n.mzxid, n.pzxid)
@@ -586,7 +593,6 @@ func (t *zkTree) state() (*core.Batch, error) {
 			dirs[p] = &core.Dir{Cversion: z.cversion, Pzxid: z.pzxid}
 		}
 	}
-	nodes = addSystemNodes(state, nodes)
 	if root := t.nodes["/"]; root != nil {
 		dirs["/"] = &core.Dir{Cversion: root.cversion, Pzxid: root.pzxid}
 	}
