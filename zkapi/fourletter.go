@@ -68,7 +68,7 @@ const notServing = "This ZooKeeper instance is not currently serving requests\n"
 
 // needServing are the words ZooKeeper 3.8 answers with notServing while
 // its server is not running (their commands check isZKServerRunning).
-var needServing = []string{"conf", "cons", "crst", "dirs", "dump", "mntr", "srst", "srvr", "stat", "wchc", "wchp", "wchs"}
+var needServing = []string{"conf", "cons", "crst", "dirs", "dump", "hash", "mntr", "srst", "srvr", "stat", "wchc", "wchp", "wchs"}
 
 // unservedText answers cmd for a member that serves no sessions
 // (st.ServesSessions is false), as ZooKeeper 3.8 does for a server that is
@@ -190,9 +190,11 @@ func (s *Server) fourLetterText(cmd string) string {
 	case "dirs":
 		data, log := s.dirSizes()
 		fmt.Fprintf(&b, "datadir_size: %d\nlogdir_size: %d\n", data, log)
+	case "hash":
+		return s.digest.history()
 	default:
-		// Recognized but not offered (stmk, gtmk, hash): say so rather
-		// than hang up silently.
+		// Recognized but not offered (stmk, gtmk): say so rather than
+		// hang up silently.
 		return cmd + " is not supported by this server.\n"
 	}
 	return b.String()

@@ -22,6 +22,7 @@ type Server struct {
 	watches  *watchManager
 	started  time.Time
 	stats    serverStats
+	digest   treeDigest // the hash four-letter word's history
 
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
@@ -269,7 +270,11 @@ func (s *Server) followOnce() error {
 		return fmt.Errorf("read latest revision: %w", err)
 	}
 	rev := v.Rev()
+	err = s.digest.reset(v, rev)
 	v.Close()
+	if err != nil {
+		return err
+	}
 	sub, err := s.backend.Watch(rev + 1)
 	if err != nil {
 		return fmt.Errorf("subscribe from revision %d: %w", rev+1, err)
@@ -284,6 +289,7 @@ func (s *Server) followOnce() error {
 				return fmt.Errorf("subscription closed: %w", sub.Err())
 			}
 			s.reapable.observe(re.Events)
+			s.digest.apply(re)
 			s.watches.dispatch(re, s.aclAt(re))
 		case <-s.ctx.Done():
 			return s.ctx.Err()
