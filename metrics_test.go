@@ -200,6 +200,16 @@ func TestMetricsNameAndMove(t *testing.T) {
 	if _, _, err := conn.Get("/metrics/zk"); err != nil {
 		t.Fatal(err)
 	}
+	// An etcd watcher that receives one event.
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	wch := cli.Watch(wctx, "/metrics/watched")
+	if _, err := cli.Put(ctx, "/metrics/watched", "x"); err != nil {
+		t.Fatal(err)
+	}
+	if wr := <-wch; len(wr.Events) != 1 {
+		t.Fatalf("watch: %+v", wr)
+	}
 
 	after := scrape(t, "http://"+lead.HTTP+"/metrics")
 	grew := func(name string, by float64, labels ...string) func() error {
@@ -229,7 +239,7 @@ func TestMetricsNameAndMove(t *testing.T) {
 	}
 	eq := func(v float64) func(float64) bool { return func(a float64) bool { return a == v } }
 	atLeast := func(v float64) func(float64) bool { return func(a float64) bool { return a >= v } }
-	writes := float64(puts + 4) // puts, txn, grant, leased put; ZooKeeper's two creates and the session come on top
+	writes := float64(puts + 5) // puts, txn, grant, leased put; ZooKeeper's two creates and the session come on top
 	for _, c := range []struct {
 		name  string
 		check func() error
@@ -259,6 +269,9 @@ func TestMetricsNameAndMove(t *testing.T) {
 		{"etcd_mvcc_db_total_size_in_use_in_bytes", is("etcd_mvcc_db_total_size_in_use_in_bytes", atLeast(1), "> 0")},
 		{"etcd_debugging_mvcc_keys_total", grew("etcd_debugging_mvcc_keys_total", puts+2+2)},
 		{"etcd_network_peer_round_trip_time_seconds", grew("etcd_network_peer_round_trip_time_seconds", 1)},
+		{"etcd_debugging_mvcc_watcher_total", is("etcd_debugging_mvcc_watcher_total", eq(1), "1")},
+		{"etcd_debugging_mvcc_watch_stream_total", is("etcd_debugging_mvcc_watch_stream_total", eq(1), "1")},
+		{"etcd_debugging_mvcc_events_total", grew("etcd_debugging_mvcc_events_total", 1)},
 		// gRPC, labelled as etcd's grpc_prometheus labels it.
 		{"grpc_server_handled_total Put", grew("grpc_server_handled_total", puts+1, "grpc_service", "etcdserverpb.KV", "grpc_method", "Put", "grpc_code", "OK")},
 		{"grpc_server_started_total Range", grew("grpc_server_started_total", 1, "grpc_method", "Range")},
@@ -283,6 +296,7 @@ func TestMetricsNameAndMove(t *testing.T) {
 		{"fsynctime", grew("fsynctime", 1)},
 		{"election_time", is("election_time", atLeast(0), ">= 0 (1 per member that looked for a leader)")},
 		{"quorum_size", is("quorum_size", eq(3), "3")},
+		{"synced_followers", is("synced_followers", eq(2), "2 on the leader")},
 		// Janus's own.
 		{"janus_server_apply_group_entries", grew("janus_server_apply_group_entries", 1)},
 		{"janus_server_apply_duration_seconds", grew("janus_server_apply_duration_seconds", 1)},

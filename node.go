@@ -179,6 +179,7 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 	})
 	reg.WatchMember(member, metrics.MemberOptions{Version: etcdapi.DefaultVersion})
 	reg.WatchZooKeeper(n.zk)
+	reg.WatchEtcdWatches(n.etcd.WatchStats)
 	mux := http.NewServeMux()
 	health.register(mux)
 	mux.Handle("/metrics", reg.Handler())

@@ -119,6 +119,8 @@ type Server struct {
 	health     *healthServer
 	healthDone chan struct{} // closed when health.follow has returned
 
+	watchStats watchStats
+
 	mu          sync.Mutex
 	addrs       []string       // client URLs of the listeners served
 	httpServers []*http.Server // serving HTTP/1.x on the client port (serveSplit)

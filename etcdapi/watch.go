@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -44,6 +45,8 @@ func (w *watchServer) Watch(stream grpc.BidiStreamingServer[pb.WatchRequest, pb.
 	}
 	ws.cond = sync.NewCond(&ws.mu)
 	defer ws.close()
+	w.s.watchStats.streams.Add(1)
+	defer w.s.watchStats.streams.Add(-1)
 
 	// The receiving goroutine ends when Recv fails, which gRPC
 	// guarantees once this handler has returned.
@@ -249,9 +252,11 @@ func (ws *watchStream) create(r *pb.WatchCreateRequest) {
 	ws.queue(ws.ctx, &pb.WatchResponse{Header: ws.header(cur), WatchId: id, Created: true})
 
 	sub, err := ws.s.b.Watch(start)
+	ws.s.watchStats.watchers.Add(1)
 	go func() {
 		defer ws.wg.Done()
 		defer close(w.done)
+		defer ws.s.watchStats.watchers.Add(-1)
 		w.run(sub, err)
 	}()
 }
@@ -446,6 +451,7 @@ func (w *watcher) deliver(re core.RevEvents) bool {
 		if !w.ws.queueOut(w.ctx, outgoing{resp: resp, fragment: w.fragment}) {
 			return false
 		}
+		w.ws.s.watchStats.events.Add(uint64(len(events)))
 		w.sentEvents = true
 	}
 	w.ws.mu.Lock()
@@ -472,4 +478,16 @@ func (w *watcher) fail(err error) {
 		delete(w.ws.watchers, w.id)
 	}
 	w.ws.mu.Unlock()
+}
+
+// watchStats count the etcd face's watch fan-out, for metrics.
+type watchStats struct {
+	streams, watchers atomic.Int64
+	events            atomic.Uint64
+}
+
+// WatchStats returns how many watch streams and watchers are open and how
+// many events have been sent to watchers.
+func (s *Server) WatchStats() (streams, watchers int64, events uint64) {
+	return s.watchStats.streams.Load(), s.watchStats.watchers.Load(), s.watchStats.events.Load()
 }

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"time"
 
@@ -82,6 +83,10 @@ var (
 		"Leases alive, ZooKeeper sessions included (a session is a lease).", nil, nil)
 	descLogSegments = prometheus.NewDesc("janus_log_segments",
 		"Segment files the replicated log holds.", nil, nil)
+	descSyncedFollowers = prometheus.NewDesc("synced_followers",
+		"ZooKeeper's synced_followers, on the leader: voting members in step with its log.", nil, nil)
+	descSyncedObservers = prometheus.NewDesc("synced_observers",
+		"ZooKeeper's synced_observers, on the leader: observers in step with its log.", nil, nil)
 	descQuorumSize = prometheus.NewDesc("quorum_size",
 		"ZooKeeper's quorum_size: the number of voting members.", nil, nil)
 	descPeerLag = prometheus.NewDesc("janus_zab_follower_lag_entries",
@@ -140,6 +145,18 @@ func (c *memberCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	gauge(descQuorumSize, float64(voters))
+	if len(rep.PeerAcked) > 0 { // the leader: ZooKeeper prints these there only
+		synced, observers := 0, 0
+		for id := range rep.PeerAcked {
+			if slices.ContainsFunc(st.Members, func(m core.Member) bool { return m.ID == id && m.IsObserver }) {
+				observers++
+			} else {
+				synced++
+			}
+		}
+		gauge(descSyncedFollowers, float64(synced))
+		gauge(descSyncedObservers, float64(observers))
+	}
 	raised := map[core.AlarmType]int{core.AlarmNoSpace: 0, core.AlarmCorrupt: 0}
 	for _, a := range c.m.Alarms() {
 		raised[a.Type]++
@@ -178,4 +195,31 @@ func boolValue(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+var (
+	descWatchStreams = prometheus.NewDesc("etcd_debugging_mvcc_watch_stream_total",
+		"Total number of watch streams.", nil, nil)
+	descWatchers = prometheus.NewDesc("etcd_debugging_mvcc_watcher_total",
+		"Total number of watchers.", nil, nil)
+	descWatchEvents = prometheus.NewDesc("etcd_debugging_mvcc_events_total",
+		"Total number of events sent by this member.", nil, nil)
+)
+
+// WatchEtcdWatches registers a collector of the etcd face's watch fan-out
+// (etcdapi.Server.WatchStats): streams, watchers and events sent, under
+// etcd's names. The ZooKeeper face's is in its mntr (watch_count).
+func (r *Registry) WatchEtcdWatches(stats func() (streams, watchers int64, events uint64)) {
+	r.reg.MustRegister(watchCollector(stats))
+}
+
+type watchCollector func() (int64, int64, uint64)
+
+func (c watchCollector) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(c, ch) }
+
+func (c watchCollector) Collect(ch chan<- prometheus.Metric) {
+	streams, watchers, events := c()
+	ch <- prometheus.MustNewConstMetric(descWatchStreams, prometheus.GaugeValue, float64(streams))
+	ch <- prometheus.MustNewConstMetric(descWatchers, prometheus.GaugeValue, float64(watchers))
+	ch <- prometheus.MustNewConstMetric(descWatchEvents, prometheus.CounterValue, float64(events))
 }
