@@ -24,6 +24,11 @@ func Apply(ov *Overlay, e *Entry) (*Result, *Batch, error) {
 	// The faces refuse ops over a storage limit before proposing them;
 	// one in the log anyway is refused here alike on every member.
 	refused := CheckOp(&e.Op)
+	if refused == nil {
+		// An op checked against an auth state that has changed since is
+		// refused: a revoked permission never acts.
+		refused = meta.AuthState().stale(e.Op.AuthCheck)
+	}
 	switch op := e.Op; {
 	case refused != nil:
 		res = &Result{Err: refused}
@@ -39,6 +44,8 @@ func Apply(ov *Overlay, e *Entry) (*Result, *Batch, error) {
 		res = &Result{} // for the members to act on, not the state
 	case op.Alarm != nil:
 		res = a.alarm(op.Alarm)
+	case op.Auth != nil:
+		res = a.auth(op.Auth)
 	default:
 		res = &Result{Err: errCode(CodeBadArguments, nil)}
 	}
@@ -67,6 +74,20 @@ func Apply(ov *Overlay, e *Entry) (*Result, *Batch, error) {
 	ov.commit(b)
 	res.Rev = b.Rev
 	return res, b, nil
+}
+
+// auth applies an auth management request. It changes Meta only: no
+// revision, no event.
+func (a *applier) auth(c *AuthChange) *Result {
+	next, changed, refused := authChange(a.meta.AuthState(), c)
+	if refused != nil {
+		return &Result{Err: refused}
+	}
+	if changed {
+		a.meta.Auth = next
+		a.metaChanged = true
+	}
+	return &Result{}
 }
 
 // applier carries the state of applying one entry.

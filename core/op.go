@@ -17,6 +17,12 @@ type Op struct {
 	HashCheck   *HashCheck
 	HashReport  *HashReport
 	Alarm       *AlarmChange
+	Auth        *AuthChange
+
+	// AuthCheck is not an op but a condition on one: the etcd auth state
+	// the face checked the op's permissions against (nil: unchecked, as
+	// for ZooKeeper requests and the member's own ops).
+	AuthCheck *AuthCheck
 }
 
 // HashCheck marks a point in the log where every member hashes its state

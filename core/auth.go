@@ -1,0 +1,431 @@
+package core
+
+import (
+	"bytes"
+	"slices"
+	"strings"
+)
+
+// etcd's authentication store (users, roles, key-range permissions, the
+// enabled flag and the auth revision) is replicated state: it lives in Meta,
+// changes only through AuthChange entries, and Apply changes it
+// deterministically. Passwords reach the log already hashed (bcrypt runs in
+// the face, before proposing). Permission checks run in the etcd face
+// against the member's applied AuthState; the face stamps the auth revision
+// it checked against on the op (AuthCheck) so that Apply refuses the op,
+// alike on every member, when the auth state changed in between.
+
+// RootName is the name of etcd's root user and of its root role: a user
+// with the root role may do anything, and auth cannot be enabled without a
+// root user that has it.
+const RootName = "root"
+
+// AuthPermType is etcd's authpb.Permission_Type: the values are etcd's.
+type AuthPermType uint8
+
+const (
+	AuthRead AuthPermType = iota
+	AuthWrite
+	AuthReadWrite
+)
+
+// AuthPerm grants Type on the key Key (End empty), on [Key, End), or on
+// every key from Key on (End "\x00"), as etcd's authpb.Permission does.
+type AuthPerm struct {
+	Type AuthPermType
+	Key  []byte
+	End  []byte
+}
+
+// AuthUser is one etcd user. Password is the bcrypt hash, nil for a user
+// created with no password (it may only authenticate by certificate).
+type AuthUser struct {
+	Name       string
+	Password   []byte
+	NoPassword bool
+	Roles      []string // sorted
+}
+
+// AuthRole is one etcd role and its key permissions, sorted by Key as
+// etcd keeps them.
+type AuthRole struct {
+	Name  string
+	Perms []AuthPerm
+}
+
+// AuthState is the whole auth store. The zero value of a brand-new store
+// is what Meta.AuthState returns when nothing was ever configured: auth
+// disabled, revision 1 (etcd starts its auth revision at 1).
+type AuthState struct {
+	Enabled bool
+	// Rev is etcd's auth revision: it grows with every change of users,
+	// roles, permissions and with auth disable (not with enable, as in
+	// etcd). A token or a check made at an older revision no longer acts.
+	Rev uint64
+	// TokenKey signs the simple tokens any member may verify; the proposer
+	// of auth enable draws it, so it is fresh for every enable.
+	TokenKey []byte
+	Users    []AuthUser // sorted by name
+	Roles    []AuthRole // sorted by name
+}
+
+// AuthState returns the auth store m holds, or the one of a brand-new
+// store. The result belongs to m: callers must not modify it.
+func (m Meta) AuthState() *AuthState {
+	if m.Auth == nil {
+		return &AuthState{Rev: 1}
+	}
+	return m.Auth
+}
+
+// Clone returns a deep copy.
+func (s *AuthState) Clone() *AuthState {
+	c := &AuthState{Enabled: s.Enabled, Rev: s.Rev, TokenKey: bytes.Clone(s.TokenKey)}
+	c.Users = make([]AuthUser, len(s.Users))
+	for i, u := range s.Users {
+		c.Users[i] = AuthUser{Name: u.Name, Password: bytes.Clone(u.Password), NoPassword: u.NoPassword, Roles: slices.Clone(u.Roles)}
+	}
+	c.Roles = make([]AuthRole, len(s.Roles))
+	for i, r := range s.Roles {
+		c.Roles[i] = AuthRole{Name: r.Name, Perms: make([]AuthPerm, len(r.Perms))}
+		for j, p := range r.Perms {
+			c.Roles[i].Perms[j] = AuthPerm{Type: p.Type, Key: bytes.Clone(p.Key), End: bytes.Clone(p.End)}
+		}
+	}
+	return c
+}
+
+// User returns the named user, or nil.
+func (s *AuthState) User(name string) *AuthUser {
+	i, ok := slices.BinarySearchFunc(s.Users, name, func(u AuthUser, n string) int { return strings.Compare(u.Name, n) })
+	if !ok {
+		return nil
+	}
+	return &s.Users[i]
+}
+
+// Role returns the named role, or nil.
+func (s *AuthState) Role(name string) *AuthRole {
+	i, ok := slices.BinarySearchFunc(s.Roles, name, func(r AuthRole, n string) int { return strings.Compare(r.Name, n) })
+	if !ok {
+		return nil
+	}
+	return &s.Roles[i]
+}
+
+// IsRoot reports whether the user exists and has the root role.
+func (s *AuthState) IsRoot(user string) bool {
+	u := s.User(user)
+	return u != nil && slices.Contains(u.Roles, RootName)
+}
+
+// HasRole reports whether the user has the role.
+func (s *AuthState) HasRole(user, role string) bool {
+	u := s.User(user)
+	return u != nil && slices.Contains(u.Roles, role)
+}
+
+// Permitted reports whether user may read (AuthRead) or write (AuthWrite)
+// the key (end empty) or every key of [key, end) (end "\x00": from key on),
+// as etcd decides it: a root user may do anything; otherwise the union of
+// the user's roles' permissions of that type must cover the whole range.
+func (s *AuthState) Permitted(user string, key, end []byte, want AuthPermType) bool {
+	u := s.User(user)
+	if u == nil {
+		return false
+	}
+	if slices.Contains(u.Roles, RootName) {
+		return true
+	}
+	var ivls []interval
+	for _, rn := range u.Roles {
+		r := s.Role(rn)
+		if r == nil {
+			continue
+		}
+		for _, p := range r.Perms {
+			if p.Type != AuthReadWrite && p.Type != want {
+				continue
+			}
+			ivls = append(ivls, permInterval(p.Key, p.End))
+		}
+	}
+	if len(end) == 0 {
+		pt := permInterval(key, nil)
+		for _, iv := range ivls {
+			if iv.overlaps(pt) {
+				return true
+			}
+		}
+		return false
+	}
+	return covers(ivls, permInterval(key, end))
+}
+
+// interval is [lo, hi) over keys; an infinite hi means no upper bound.
+type interval struct {
+	lo, hi   []byte
+	infinite bool
+}
+
+// permInterval turns etcd's (key, range_end) into an interval: an empty
+// end names the one key, "\x00" every key from key on.
+func permInterval(key, end []byte) interval {
+	switch {
+	case len(end) == 0:
+		return interval{lo: key, hi: append(bytes.Clone(key), 0)}
+	case len(end) == 1 && end[0] == 0:
+		return interval{lo: key, infinite: true}
+	}
+	return interval{lo: key, hi: end}
+}
+
+// cmpHi orders upper bounds, infinity last.
+func cmpHi(a, b interval) int {
+	switch {
+	case a.infinite && b.infinite:
+		return 0
+	case a.infinite:
+		return 1
+	case b.infinite:
+		return -1
+	}
+	return bytes.Compare(a.hi, b.hi)
+}
+
+// below reports whether key lies below iv's upper bound.
+func (iv interval) below(key []byte) bool {
+	return iv.infinite || bytes.Compare(key, iv.hi) < 0
+}
+
+func (iv interval) overlaps(o interval) bool {
+	return iv.below(o.lo) && o.below(iv.lo)
+}
+
+// covers reports whether the union of ivls contains all of want.
+func covers(ivls []interval, want interval) bool {
+	slices.SortFunc(ivls, func(a, b interval) int { return bytes.Compare(a.lo, b.lo) })
+	// reach is how far from want.lo the union covers without a gap.
+	reach := interval{hi: want.lo}
+	for _, iv := range ivls {
+		if !reach.infinite && bytes.Compare(iv.lo, reach.hi) > 0 {
+			break // a gap before iv
+		}
+		if cmpHi(iv, reach) > 0 {
+			reach = interval{hi: iv.hi, infinite: iv.infinite}
+		}
+		if cmpHi(reach, want) >= 0 {
+			return true
+		}
+	}
+	return cmpHi(reach, want) >= 0
+}
+
+// AuthChangeKind names one auth management request.
+type AuthChangeKind uint8
+
+const (
+	AuthEnable AuthChangeKind = iota + 1
+	AuthDisable
+	AuthUserAdd
+	AuthUserDelete
+	AuthUserChangePassword
+	AuthUserGrantRole
+	AuthUserRevokeRole
+	AuthRoleAdd
+	AuthRoleDelete
+	AuthRoleGrantPermission
+	AuthRoleRevokePermission
+)
+
+// AuthChange is one auth management request, as etcd's Auth service
+// takes it, with the password already hashed.
+type AuthChange struct {
+	Kind       AuthChangeKind
+	User       string
+	Role       string
+	Password   []byte // bcrypt hash (UserAdd, UserChangePassword)
+	NoPassword bool   // UserAdd
+	Perm       AuthPerm
+	TokenKey   []byte // Enable
+}
+
+// AuthCheck records the auth state a face checked an op's permissions
+// against. Apply refuses the op when auth is enabled now and was not then
+// (CodeAuthUserEmpty), or when the auth revision has moved on since
+// (CodeAuthOldRevision): a permission revoked in between never acts.
+type AuthCheck struct {
+	Rev     uint64
+	Enabled bool
+}
+
+// stale returns Apply's refusal of an op checked as c against the state s.
+func (s *AuthState) stale(c *AuthCheck) error {
+	switch {
+	case c == nil || !s.Enabled:
+		return nil
+	case !c.Enabled:
+		return errCode(CodeAuthUserEmpty, nil)
+	case c.Rev < s.Rev:
+		return errCode(CodeAuthOldRevision, nil)
+	}
+	return nil
+}
+
+// maxAuthBytes bounds the encoded auth store, which lives in the Meta
+// record: it leaves room for the rest of Meta within MaxRecordBytes.
+const maxAuthBytes = MaxRecordBytes - 1<<20
+
+// authChange applies c, etcd's auth store semantics, to a copy of the
+// state and returns it, or a refusal. changed is false for a request etcd
+// accepts without changing anything (enabling auth twice, granting a role
+// the user has).
+func authChange(cur *AuthState, c *AuthChange) (next *AuthState, changed bool, refused error) {
+	s := cur.Clone()
+	fail := func(code Code) (*AuthState, bool, error) { return nil, false, errCode(code, nil) }
+	switch c.Kind {
+	case AuthEnable:
+		if s.Enabled {
+			return cur, false, nil
+		}
+		root := s.User(RootName)
+		if root == nil {
+			return fail(CodeAuthRootUserNotExist)
+		}
+		if !slices.Contains(root.Roles, RootName) {
+			return fail(CodeAuthRootRoleNotExist)
+		}
+		s.Enabled, s.TokenKey = true, bytes.Clone(c.TokenKey)
+		return s, true, nil // etcd keeps the revision on enable
+	case AuthDisable:
+		if !s.Enabled {
+			return cur, false, nil
+		}
+		s.Enabled, s.TokenKey = false, nil
+	case AuthUserAdd:
+		if c.User == "" {
+			return fail(CodeAuthUserEmpty)
+		}
+		if s.User(c.User) != nil {
+			return fail(CodeAuthUserExists)
+		}
+		u := AuthUser{Name: c.User, NoPassword: c.NoPassword}
+		if !c.NoPassword {
+			u.Password = bytes.Clone(c.Password)
+		}
+		i, _ := slices.BinarySearchFunc(s.Users, c.User, func(u AuthUser, n string) int { return strings.Compare(u.Name, n) })
+		s.Users = slices.Insert(s.Users, i, u)
+	case AuthUserDelete:
+		if s.Enabled && c.User == RootName {
+			return fail(CodeAuthInvalidMgmt)
+		}
+		if s.User(c.User) == nil {
+			return fail(CodeAuthUserNotFound)
+		}
+		s.Users = slices.DeleteFunc(s.Users, func(u AuthUser) bool { return u.Name == c.User })
+	case AuthUserChangePassword:
+		u := s.User(c.User)
+		if u == nil {
+			return fail(CodeAuthUserNotFound)
+		}
+		if !u.NoPassword {
+			u.Password = bytes.Clone(c.Password)
+		}
+	case AuthUserGrantRole:
+		u := s.User(c.User)
+		if u == nil {
+			return fail(CodeAuthUserNotFound)
+		}
+		if c.Role != RootName && s.Role(c.Role) == nil {
+			return fail(CodeAuthRoleNotFound)
+		}
+		i, found := slices.BinarySearch(u.Roles, c.Role)
+		if found {
+			return cur, false, nil
+		}
+		u.Roles = slices.Insert(u.Roles, i, c.Role)
+	case AuthUserRevokeRole:
+		if s.Enabled && c.User == RootName && c.Role == RootName {
+			return fail(CodeAuthInvalidMgmt)
+		}
+		u := s.User(c.User)
+		if u == nil {
+			return fail(CodeAuthUserNotFound)
+		}
+		i, found := slices.BinarySearch(u.Roles, c.Role)
+		if !found {
+			return fail(CodeAuthRoleNotGranted)
+		}
+		u.Roles = slices.Delete(u.Roles, i, i+1)
+	case AuthRoleAdd:
+		if c.Role == "" {
+			return fail(CodeAuthRoleEmpty)
+		}
+		if s.Role(c.Role) != nil {
+			return fail(CodeAuthRoleExists)
+		}
+		i, _ := slices.BinarySearchFunc(s.Roles, c.Role, func(r AuthRole, n string) int { return strings.Compare(r.Name, n) })
+		s.Roles = slices.Insert(s.Roles, i, AuthRole{Name: c.Role})
+	case AuthRoleDelete:
+		if s.Enabled && c.Role == RootName {
+			return fail(CodeAuthInvalidMgmt)
+		}
+		if s.Role(c.Role) == nil {
+			return fail(CodeAuthRoleNotFound)
+		}
+		s.Roles = slices.DeleteFunc(s.Roles, func(r AuthRole) bool { return r.Name == c.Role })
+		for i := range s.Users {
+			s.Users[i].Roles = slices.DeleteFunc(s.Users[i].Roles, func(r string) bool { return r == c.Role })
+		}
+	case AuthRoleGrantPermission:
+		if !validPermRange(c.Perm.Key, c.Perm.End) || c.Perm.Type > AuthReadWrite {
+			return fail(CodeAuthInvalidMgmt)
+		}
+		r := s.Role(c.Role)
+		if r == nil {
+			return fail(CodeAuthRoleNotFound)
+		}
+		p := AuthPerm{Type: c.Perm.Type, Key: bytes.Clone(c.Perm.Key), End: bytes.Clone(c.Perm.End)}
+		i := slices.IndexFunc(r.Perms, func(q AuthPerm) bool { return bytes.Equal(q.Key, p.Key) && bytes.Equal(q.End, p.End) })
+		if i >= 0 {
+			r.Perms[i].Type = p.Type
+			break
+		}
+		// etcd inserts after every permission with a smaller key.
+		j, _ := slices.BinarySearchFunc(r.Perms, p.Key, func(q AuthPerm, k []byte) int {
+			if bytes.Compare(q.Key, k) < 0 {
+				return -1
+			}
+			return 1
+		})
+		r.Perms = slices.Insert(r.Perms, j, p)
+	case AuthRoleRevokePermission:
+		r := s.Role(c.Role)
+		if r == nil {
+			return fail(CodeAuthRoleNotFound)
+		}
+		n := len(r.Perms)
+		r.Perms = slices.DeleteFunc(r.Perms, func(q AuthPerm) bool { return bytes.Equal(q.Key, c.Perm.Key) && bytes.Equal(q.End, c.Perm.End) })
+		if len(r.Perms) == n {
+			return fail(CodeAuthPermissionNotGranted)
+		}
+	default:
+		return fail(CodeBadArguments)
+	}
+	s.Rev++
+	if len(appendAuth(nil, s)) > maxAuthBytes {
+		return fail(CodeTooLarge)
+	}
+	return s, true, nil
+}
+
+// validPermRange is etcd's isValidPermissionRange.
+func validPermRange(key, end []byte) bool {
+	if len(key) == 0 {
+		return false
+	}
+	if len(end) == 0 || bytes.Compare(key, end) < 0 {
+		return true
+	}
+	return len(end) == 1 && end[0] == 0
+}
