@@ -76,6 +76,10 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 		c.ZKAddr = a
 		clients[id] = c
 	}
+	tokens, err := etcdapi.NewTokenProvider(cfg.AuthToken, cfg.AuthTokenTTL)
+	if err != nil {
+		return nil, fmt.Errorf("--auth-token: %w", err)
+	}
 	member, err := server.OpenMember(server.MemberConfig{
 		DataDir:              cfg.DataDir,
 		Logger:               logger,
@@ -104,6 +108,8 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 		Logger:                 logger.With("face", "etcd"),
 		MaxRequestBytes:        cfg.MaxRequestBytes,
 		ProgressNotifyInterval: cfg.WatchProgressNotify,
+		Tokens:                 tokens,
+		BcryptCost:             cfg.BcryptCost,
 	})
 	n.zk = zkapi.New(backend, zkapi.Config{
 		Logger:              logger.With("face", "zookeeper"),

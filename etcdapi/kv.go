@@ -27,6 +27,13 @@ func (k *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResp
 			return nil, grpcError(err)
 		}
 	}
+	c, err := k.s.caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.may(r.Key, r.RangeEnd, core.AuthRead); err != nil {
+		return nil, err
+	}
 	latest, err := k.s.b.Read(ctx, 0)
 	if err != nil {
 		return nil, grpcError(err)
@@ -49,6 +56,9 @@ func (k *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResp
 	res, err := core.DoRange(view, r.Key, r.RangeEnd, *rangeOptions(r))
 	if err != nil {
 		return nil, grpcError(err)
+	}
+	if err := c.stillCurrent(k.s); err != nil {
+		return nil, err
 	}
 	return rangeResponse(&res, rangeOptions(r), k.s.header(latest.Rev())), nil
 }
@@ -75,7 +85,14 @@ func (k *kvServer) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, 
 	if err := k.checkSize(r); err != nil {
 		return nil, err
 	}
-	res, err := k.s.propose(ctx, &core.Op{Txn: &core.Txn{Success: []core.TxnOp{putOp(r)}}})
+	c, err := k.s.caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.put(k.s.leaseKeysOf(ctx), r); err != nil {
+		return nil, err
+	}
+	res, err := k.s.propose(ctx, &core.Op{Txn: &core.Txn{Success: []core.TxnOp{putOp(r)}}, AuthCheck: c.check()})
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +110,14 @@ func (k *kvServer) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*
 	if err := k.checkSize(r); err != nil {
 		return nil, err
 	}
-	res, err := k.s.propose(ctx, &core.Op{Txn: &core.Txn{Success: []core.TxnOp{deleteOp(r)}}})
+	c, err := k.s.caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.del(r); err != nil {
+		return nil, err
+	}
+	res, err := k.s.propose(ctx, &core.Op{Txn: &core.Txn{Success: []core.TxnOp{deleteOp(r)}}, AuthCheck: c.check()})
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +143,7 @@ func (k *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, 
 	}
 	op := &core.Op{Txn: txn(r)}
 	if readOnly(r) {
-		res, err := k.readTxn(ctx, op, serializableTxn(r))
+		res, err := k.readTxn(ctx, op, r)
 		if err != nil {
 			return nil, err
 		}
@@ -128,6 +152,14 @@ func (k *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, 
 	if err := k.checkSize(r); err != nil {
 		return nil, err
 	}
+	c, err := k.s.caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.txn(k.s.leaseKeysOf(ctx), r); err != nil {
+		return nil, err
+	}
+	op.AuthCheck = c.check()
 	res, err := k.s.propose(ctx, op)
 	if err != nil {
 		return nil, err
@@ -137,11 +169,18 @@ func (k *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, 
 
 // readTxn evaluates a Txn that writes nothing on a view instead of
 // ordering it through the log: it could change nothing there anyway.
-func (k *kvServer) readTxn(ctx context.Context, op *core.Op, serializable bool) (*core.Result, error) {
-	if !serializable {
+func (k *kvServer) readTxn(ctx context.Context, op *core.Op, r *pb.TxnRequest) (*core.Result, error) {
+	if !serializableTxn(r) {
 		if err := k.s.b.Linearize(ctx); err != nil {
 			return nil, grpcError(err)
 		}
+	}
+	c, err := k.s.caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.txn(k.s.leaseKeysOf(ctx), r); err != nil {
+		return nil, err
 	}
 	v, err := k.s.b.Read(ctx, 0)
 	if err != nil {
@@ -155,16 +194,26 @@ func (k *kvServer) readTxn(ctx context.Context, op *core.Op, serializable bool) 
 	if res.Err != nil {
 		return nil, grpcError(res.Err)
 	}
+	if err := c.stillCurrent(k.s); err != nil {
+		return nil, err
+	}
 	return res, nil
 }
 
 func (k *kvServer) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.CompactionResponse, error) {
+	c, err := k.s.caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.root(); err != nil {
+		return nil, err
+	}
 	if r.Revision == 0 && k.s.b.Status().CompactRev == 0 {
 		// etcd accepts compacting to revision 0 on a store never
 		// compacted, where the core's "nothing below 0" refuses it.
 		return &pb.CompactionResponse{Header: k.s.header(k.s.currentRev())}, nil
 	}
-	res, err := k.s.propose(ctx, &core.Op{Compact: &core.Compact{Rev: r.Revision}})
+	res, err := k.s.propose(ctx, &core.Op{Compact: &core.Compact{Rev: r.Revision}, AuthCheck: c.check()})
 	if err != nil {
 		return nil, err
 	}

@@ -170,6 +170,16 @@ func (ws *watchStream) recvLoop(stream grpc.BidiStreamingServer[pb.WatchRequest,
 	}
 }
 
+// permitted checks, as etcd does when a watch is created, that the
+// stream's user may read the watched range.
+func (ws *watchStream) permitted(r *pb.WatchCreateRequest) error {
+	c, err := ws.s.caller(ws.ctx)
+	if err != nil {
+		return err
+	}
+	return c.may(r.Key, r.RangeEnd, core.AuthRead)
+}
+
 func (ws *watchStream) header(rev int64) *pb.ResponseHeader { return ws.s.header(rev) }
 
 func (ws *watchStream) create(r *pb.WatchCreateRequest) {
@@ -193,6 +203,10 @@ func (ws *watchStream) create(r *pb.WatchCreateRequest) {
 	}
 	if !fromKey && len(end) != 0 && bytes.Compare(key, end) >= 0 {
 		refuse(errEmptyWatcherRange.Error())
+		return
+	}
+	if err := ws.permitted(r); err != nil {
+		refuse(err.Error())
 		return
 	}
 
