@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"slices"
 	"strings"
+	"sync"
+
+	"go.etcd.io/etcd/pkg/v3/adt"
 )
 
 // etcd's authentication store (users, roles, key-range permissions, the
@@ -67,6 +70,10 @@ type AuthState struct {
 	TokenKey []byte
 	Users    []AuthUser // sorted by name
 	Roles    []AuthRole // sorted by name
+
+	// perms caches each user's merged permissions (see merged).
+	mu    sync.Mutex
+	perms map[string][2]adt.IntervalTree
 }
 
 // AuthState returns the auth store m holds, or the one of a brand-new
@@ -129,6 +136,10 @@ func (s *AuthState) HasRole(user, role string) bool {
 // the key (end empty) or every key of [key, end) (end "\x00": from key on),
 // as etcd decides it: a root user may do anything; otherwise the union of
 // the user's roles' permissions of that type must cover the whole range.
+//
+// The union is etcd's own interval tree (package adt), built as etcd builds
+// it: for an empty or inverted range etcd's answer depends on the tree's
+// shape, and a client sees that answer, so Janus computes the same one.
 func (s *AuthState) Permitted(user string, key, end []byte, want AuthPermType) bool {
 	u := s.User(user)
 	if u == nil {
@@ -137,88 +148,53 @@ func (s *AuthState) Permitted(user string, key, end []byte, want AuthPermType) b
 	if slices.Contains(u.Roles, RootName) {
 		return true
 	}
-	var ivls []interval
+	t := s.merged(u)[want]
+	if len(end) == 0 {
+		return t.Intersects(adt.NewBytesAffinePoint(key))
+	}
+	if len(end) == 1 && end[0] == 0 {
+		end = nil // from key on: the affine comparison's infinity
+	}
+	return t.Contains(adt.NewBytesAffineInterval(key, end))
+}
+
+// merged returns the user's permissions by type (AuthRead, AuthWrite) as
+// etcd's getMergedPerms builds them, cached: an AuthState never changes
+// once Apply has made it.
+func (s *AuthState) merged(u *AuthUser) [2]adt.IntervalTree {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.perms[u.Name]; ok {
+		return t
+	}
+	t := [2]adt.IntervalTree{adt.NewIntervalTree(), adt.NewIntervalTree()}
 	for _, rn := range u.Roles {
 		r := s.Role(rn)
 		if r == nil {
 			continue
 		}
 		for _, p := range r.Perms {
-			if p.Type != AuthReadWrite && p.Type != want {
-				continue
+			end := p.End
+			if len(end) == 1 && end[0] == 0 {
+				end = nil
 			}
-			ivls = append(ivls, permInterval(p.Key, p.End))
-		}
-	}
-	if len(end) == 0 {
-		pt := permInterval(key, nil)
-		for _, iv := range ivls {
-			if iv.overlaps(pt) {
-				return true
+			ivl := adt.NewBytesAffinePoint(p.Key)
+			if len(p.End) != 0 {
+				ivl = adt.NewBytesAffineInterval(p.Key, end)
+			}
+			if p.Type == AuthRead || p.Type == AuthReadWrite {
+				t[AuthRead].Insert(ivl, struct{}{})
+			}
+			if p.Type == AuthWrite || p.Type == AuthReadWrite {
+				t[AuthWrite].Insert(ivl, struct{}{})
 			}
 		}
-		return false
 	}
-	return covers(ivls, permInterval(key, end))
-}
-
-// interval is [lo, hi) over keys; an infinite hi means no upper bound.
-type interval struct {
-	lo, hi   []byte
-	infinite bool
-}
-
-// permInterval turns etcd's (key, range_end) into an interval: an empty
-// end names the one key, "\x00" every key from key on.
-func permInterval(key, end []byte) interval {
-	switch {
-	case len(end) == 0:
-		return interval{lo: key, hi: append(bytes.Clone(key), 0)}
-	case len(end) == 1 && end[0] == 0:
-		return interval{lo: key, infinite: true}
+	if s.perms == nil {
+		s.perms = map[string][2]adt.IntervalTree{}
 	}
-	return interval{lo: key, hi: end}
-}
-
-// cmpHi orders upper bounds, infinity last.
-func cmpHi(a, b interval) int {
-	switch {
-	case a.infinite && b.infinite:
-		return 0
-	case a.infinite:
-		return 1
-	case b.infinite:
-		return -1
-	}
-	return bytes.Compare(a.hi, b.hi)
-}
-
-// below reports whether key lies below iv's upper bound.
-func (iv interval) below(key []byte) bool {
-	return iv.infinite || bytes.Compare(key, iv.hi) < 0
-}
-
-func (iv interval) overlaps(o interval) bool {
-	return iv.below(o.lo) && o.below(iv.lo)
-}
-
-// covers reports whether the union of ivls contains all of want.
-func covers(ivls []interval, want interval) bool {
-	slices.SortFunc(ivls, func(a, b interval) int { return bytes.Compare(a.lo, b.lo) })
-	// reach is how far from want.lo the union covers without a gap.
-	reach := interval{hi: want.lo}
-	for _, iv := range ivls {
-		if !reach.infinite && bytes.Compare(iv.lo, reach.hi) > 0 {
-			break // a gap before iv
-		}
-		if cmpHi(iv, reach) > 0 {
-			reach = interval{hi: iv.hi, infinite: iv.infinite}
-		}
-		if cmpHi(reach, want) >= 0 {
-			return true
-		}
-	}
-	return cmpHi(reach, want) >= 0
+	s.perms[u.Name] = t
+	return t
 }
 
 // AuthChangeKind names one auth management request.

@@ -118,6 +118,11 @@ func TestAuthPermittedCoversRanges(t *testing.T) {
 		{"u", "wz", "", core.AuthWrite, true},
 		{"u", "w", "\x00", core.AuthRead, false},
 		{"u", "a", "\x00", core.AuthWrite, false},
+		// Empty and inverted ranges: permitted when their start is, as
+		// etcd's interval tree has it.
+		{"u", "p/x", "p/", core.AuthRead, true},
+		{"u", "k", "k", core.AuthRead, true},
+		{"u", "kk", "k", core.AuthRead, false},
 	}
 	for _, c := range cases {
 		var end []byte

@@ -172,12 +172,12 @@ func (ws *watchStream) recvLoop(stream grpc.BidiStreamingServer[pb.WatchRequest,
 
 // permitted checks, as etcd does when a watch is created, that the
 // stream's user may read the watched range.
-func (ws *watchStream) permitted(r *pb.WatchCreateRequest) error {
+func (ws *watchStream) permitted(key, end []byte) error {
 	c, err := ws.s.caller(ws.ctx)
 	if err != nil {
 		return err
 	}
-	return c.may(r.Key, r.RangeEnd, core.AuthRead)
+	return c.may(key, end, core.AuthRead)
 }
 
 func (ws *watchStream) header(rev int64) *pb.ResponseHeader { return ws.s.header(rev) }
@@ -201,12 +201,13 @@ func (ws *watchStream) create(r *pb.WatchCreateRequest) {
 		refuse("mvcc: required revision has been compacted")
 		return
 	}
-	if !fromKey && len(end) != 0 && bytes.Compare(key, end) >= 0 {
-		refuse(errEmptyWatcherRange.Error())
+	// etcd checks the permission before the range.
+	if err := ws.permitted(key, r.RangeEnd); err != nil {
+		refuse(err.Error())
 		return
 	}
-	if err := ws.permitted(r); err != nil {
-		refuse(err.Error())
+	if !fromKey && len(end) != 0 && bytes.Compare(key, end) >= 0 {
+		refuse(errEmptyWatcherRange.Error())
 		return
 	}
 
