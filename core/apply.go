@@ -201,12 +201,15 @@ func (a *applier) op(op *TxnOp, auth []ID) (OpResult, error, error) {
 			opts = *op.Range
 			opts.Rev = 0
 		}
+		if refused, err := CheckRangeACL(a.ov, op.Key, op.End, auth); refused != nil || err != nil {
+			return OpResult{}, refused, err
+		}
 		r, err := DoRange(a.ov, op.Key, op.End, opts)
 		return r, nil, err
 	case OpPut:
-		return a.put(op)
+		return a.put(op, auth)
 	case OpDeleteRange:
-		return a.deleteRange(op)
+		return a.deleteRange(op, auth)
 	case OpTxn:
 		if op.Txn == nil {
 			return OpResult{}, errCode(CodeBadArguments, nil), nil
@@ -350,10 +353,13 @@ func rangeNodes(v View, key, end []byte, fn func(*Node) bool) error {
 	return v.Range(key, end, fn)
 }
 
-func (a *applier) put(op *TxnOp) (OpResult, error, error) {
+func (a *applier) put(op *TxnOp, auth []ID) (OpResult, error, error) {
 	prev, err := a.ov.Node(op.Key)
 	if err != nil {
 		return OpResult{}, nil, err
+	}
+	if refused, err := a.etcdWriteACL(op.Key, prev, auth); refused != nil || err != nil {
+		return OpResult{}, refused, err
 	}
 	if (op.IgnoreValue || op.IgnoreLease) && prev == nil {
 		return OpResult{}, errCode(CodeKeyNotFound, op.Key), nil
@@ -524,10 +530,16 @@ func (a *applier) treeRemove(path []byte) error {
 	return nil
 }
 
-func (a *applier) deleteRange(op *TxnOp) (OpResult, error, error) {
+func (a *applier) deleteRange(op *TxnOp, auth []ID) (OpResult, error, error) {
 	var victims []*Node
 	if err := rangeNodes(a.ov, op.Key, op.End, func(n *Node) bool { victims = append(victims, n); return true }); err != nil {
 		return OpResult{}, nil, err
+	}
+	for _, n := range victims {
+		// As ZooKeeper's delete: the parent's ACL must allow it.
+		if refused, err := a.parentACL(n.Key, PermDelete, auth); refused != nil || err != nil {
+			return OpResult{}, refused, err
+		}
 	}
 	r := OpResult{Kind: OpDeleteRange, Deleted: int64(len(victims))}
 	for _, n := range victims {
@@ -539,6 +551,61 @@ func (a *applier) deleteRange(op *TxnOp) (OpResult, error, error) {
 		r.Prev = victims
 	}
 	return r, nil, nil
+}
+
+// etcdWriteACL checks an etcd put against ZooKeeper's ACLs, for an etcd
+// request that carries an identity (auth enabled, see Txn.Auth): a put
+// over a node needs its WRITE permission (ZooKeeper's setData), a put that
+// creates a tree node the parent's CREATE permission.
+func (a *applier) etcdWriteACL(key []byte, prev *Node, auth []ID) (error, error) {
+	if auth == nil {
+		return nil, nil
+	}
+	if prev != nil {
+		if !CheckACL(prev.ACL, PermWrite, auth) {
+			return errCode(CodeNoAuth, key), nil
+		}
+		return nil, nil
+	}
+	return a.parentACL(key, PermCreate, auth)
+}
+
+// parentACL checks perm on the parent of a tree path; keys that are not
+// tree paths have no parent and no ACL.
+func (a *applier) parentACL(key []byte, perm Perm, auth []ID) (error, error) {
+	if auth == nil || !IsTreePath(key) {
+		return nil, nil
+	}
+	parentPath, ok := ParentPath(key)
+	if !ok {
+		return nil, nil
+	}
+	parent, _, err := TreeNode(a.ov, parentPath)
+	if err != nil || parent == nil {
+		return nil, err
+	}
+	if !CheckACL(parent.ACL, perm, auth) {
+		return errCode(CodeNoAuth, key), nil
+	}
+	return nil, nil
+}
+
+// CheckRangeACL refuses (CodeNoAuth, naming the first such key) a read of
+// [key, end) by auth when a node in it has a ZooKeeper ACL denying auth
+// READ. A nil auth reads everything (etcd with auth off, or root).
+func CheckRangeACL(v View, key, end []byte, auth []ID) (error, error) {
+	if auth == nil {
+		return nil, nil
+	}
+	var refused error
+	err := rangeNodes(v, key, end, func(n *Node) bool {
+		if !CheckACL(n.ACL, PermRead, auth) {
+			refused = errCode(CodeNoAuth, n.Key)
+			return false
+		}
+		return true
+	})
+	return refused, err
 }
 
 // zkTarget finds what ZooKeeper sees at key and checks that auth may do perm

@@ -149,6 +149,21 @@ func (c *caller) root() error {
 	return nil
 }
 
+// EtcdScheme is the ZooKeeper ACL scheme of etcd users: with auth on, an
+// etcd request by user alice acts on znodes as the ZooKeeper identity
+// etcd:alice (root as ZooKeeper's super), so a ZooKeeper ACL can grant or
+// deny etcd users as it does ZooKeeper clients.
+const EtcdScheme = "etcd"
+
+// zkAuth is the ZooKeeper identity the caller's etcd ops carry into the
+// core (core.Txn.Auth): nil, checking no ACLs, with auth off or for root.
+func (c *caller) zkAuth() []core.ID {
+	if c.isRoot() {
+		return nil
+	}
+	return []core.ID{{Scheme: EtcdScheme, ID: c.user}}
+}
+
 // isRoot says whether the caller may do anything: auth is off, or it is a
 // root user.
 func (c *caller) isRoot() bool { return !c.st.Enabled || c.st.IsRoot(c.user) }
@@ -583,6 +598,8 @@ var authErrors = map[core.Code]error{
 	core.CodeAuthPermissionNotGranted: rpctypes.ErrGRPCPermissionNotGranted,
 	core.CodeAuthInvalidMgmt:          rpctypes.ErrGRPCInvalidAuthMgmt,
 	core.CodeAuthPermissionDenied:     rpctypes.ErrGRPCPermissionDenied,
+	// A ZooKeeper ACL refusing the caller's etcd identity.
+	core.CodeNoAuth: rpctypes.ErrGRPCPermissionDenied,
 }
 
 // decodeHashed reads etcd's hashedPassword field: a bcrypt hash in

@@ -2,6 +2,7 @@ package etcdapi
 
 import (
 	"context"
+	"errors"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -53,6 +54,9 @@ func (k *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResp
 		defer old.Close()
 		view = old
 	}
+	if refused, err := core.CheckRangeACL(view, r.Key, r.RangeEnd, c.zkAuth()); refused != nil || err != nil {
+		return nil, grpcError(errors.Join(refused, err))
+	}
 	res, err := core.DoRange(view, r.Key, r.RangeEnd, *rangeOptions(r))
 	if err != nil {
 		return nil, grpcError(err)
@@ -92,7 +96,7 @@ func (k *kvServer) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, 
 	if err := c.put(k.s.leaseKeysOf(ctx), r); err != nil {
 		return nil, err
 	}
-	res, err := k.s.propose(ctx, &core.Op{Txn: &core.Txn{Success: []core.TxnOp{putOp(r)}}, AuthCheck: c.check()})
+	res, err := k.s.propose(ctx, &core.Op{Txn: &core.Txn{Success: []core.TxnOp{putOp(r)}, Auth: c.zkAuth()}, AuthCheck: c.check()})
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +121,7 @@ func (k *kvServer) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*
 	if err := c.del(r); err != nil {
 		return nil, err
 	}
-	res, err := k.s.propose(ctx, &core.Op{Txn: &core.Txn{Success: []core.TxnOp{deleteOp(r)}}, AuthCheck: c.check()})
+	res, err := k.s.propose(ctx, &core.Op{Txn: &core.Txn{Success: []core.TxnOp{deleteOp(r)}, Auth: c.zkAuth()}, AuthCheck: c.check()})
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +163,7 @@ func (k *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, 
 	if err := c.txn(k.s.leaseKeysOf(ctx), r); err != nil {
 		return nil, err
 	}
-	op.AuthCheck = c.check()
+	op.AuthCheck, op.Txn.Auth = c.check(), c.zkAuth()
 	res, err := k.s.propose(ctx, op)
 	if err != nil {
 		return nil, err
@@ -182,6 +186,7 @@ func (k *kvServer) readTxn(ctx context.Context, op *core.Op, r *pb.TxnRequest) (
 	if err := c.txn(k.s.leaseKeysOf(ctx), r); err != nil {
 		return nil, err
 	}
+	op.Txn.Auth = c.zkAuth()
 	v, err := k.s.b.Read(ctx, 0)
 	if err != nil {
 		return nil, grpcError(err)

@@ -62,6 +62,13 @@ func fixupACL(acl []jute.ACL, auth []core.ID) ([]core.ACL, bool) {
 				return nil, false
 			}
 			add(core.ACL{Perms: core.Perm(a.Perms), ID: core.ID{Scheme: a.ID.Scheme, ID: a.ID.ID}})
+		case "etcd":
+			// An etcd user (package etcdapi's EtcdScheme): with etcd
+			// auth on, etcd requests act on znodes as etcd:<user>.
+			if a.ID.ID == "" {
+				return nil, false
+			}
+			add(core.ACL{Perms: core.Perm(a.Perms), ID: core.ID{Scheme: a.ID.Scheme, ID: a.ID.ID}})
 		default:
 			return nil, false
 		}

@@ -1,0 +1,133 @@
+package translate_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/januskv/janus/internal/janustest"
+)
+
+// TestEtcdUsersMeetZooKeeperACLs is the start of one permission model
+// across the faces (README "One permission model"): with etcd auth on, an
+// etcd user acts on znodes as the ZooKeeper identity etcd:<user>, so a
+// znode's ACL binds etcd clients too; root is ZooKeeper's super. A
+// ZooKeeper session's lease is root's alone to list, inspect or revoke,
+// and an etcd put over a znode keeps its ACL.
+func TestEtcdUsersMeetZooKeeperACLs(t *testing.T) {
+	j := janustest.Start(t, janustest.Options{})
+	ctx := t.Context()
+	admin := j.EtcdClient(t)
+	for _, step := range []func() error{
+		func() error { _, err := admin.UserAdd(ctx, "root", "rootpw"); return err },
+		func() error { _, err := admin.UserGrantRole(ctx, "root", "root"); return err },
+		func() error { _, err := admin.UserAdd(ctx, "alice", "alicepw"); return err },
+		func() error { _, err := admin.RoleAdd(ctx, "all"); return err },
+		func() error {
+			// Every key, as far as etcd's own permissions go: what stops
+			// alice below is the znodes' ACLs alone.
+			_, err := admin.RoleGrantPermission(ctx, "all", "\x00", "\x00", clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error { _, err := admin.UserGrantRole(ctx, "alice", "all"); return err },
+		func() error { _, err := admin.AuthEnable(ctx); return err },
+	} {
+		if err := step(); err != nil {
+			t.Fatalf("etcd auth setup: %v", err)
+		}
+	}
+	client := func(user string) *clientv3.Client {
+		c, err := clientv3.New(clientv3.Config{Endpoints: []string{j.EtcdAddr}, Username: user, Password: user + "pw", DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	root, alice := client("root"), client("alice")
+
+	zc, _ := j.ZKClient(t, 10*time.Second)
+	if err := zc.AddAuth("digest", []byte("zkuser:pw")); err != nil {
+		t.Fatal(err)
+	}
+	owner := zk.DigestACL(zk.PermAll, "zkuser", "pw")
+	// /locked: only zkuser; /shared: zkuser, and etcd:alice may read.
+	if _, err := zc.Create("/locked", []byte("z"), 0, owner); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := zc.Create("/locked/child", []byte("c"), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	shared := append(zk.DigestACL(zk.PermAll, "zkuser", "pw"), zk.ACL{Perms: zk.PermRead, Scheme: "etcd", ID: "alice"})
+	if _, err := zc.Create("/shared", []byte("s"), 0, shared); err != nil {
+		t.Fatal(err)
+	}
+
+	denied := func(err error) bool { return errors.Is(rpctypes.Error(err), rpctypes.ErrPermissionDenied) }
+	rows := []struct {
+		name string
+		do   func() error
+		ok   bool
+	}{
+		{"alice reads a znode her ACL entry allows", func() error { _, err := alice.Get(ctx, "/shared"); return err }, true},
+		{"alice reads a znode closed to her", func() error { _, err := alice.Get(ctx, "/locked"); return err }, false},
+		{"alice reads a range holding it", func() error { _, err := alice.Get(ctx, "/", clientv3.WithPrefix()); return err }, false},
+		{"alice overwrites a znode closed to her", func() error { _, err := alice.Put(ctx, "/locked", "x"); return err }, false},
+		{"alice overwrites a znode she may only read", func() error { _, err := alice.Put(ctx, "/shared", "x"); return err }, false},
+		{"alice deletes a child of a znode that denies her delete", func() error { _, err := alice.Delete(ctx, "/locked/child"); return err }, false},
+		{"alice creates under a znode that denies her create", func() error { _, err := alice.Put(ctx, "/locked/new", "x"); return err }, false},
+		{"alice writes in a txn a znode closed to her", func() error {
+			_, err := alice.Txn(ctx).Then(clientv3.OpPut("/locked", "x")).Commit()
+			return err
+		}, false},
+		{"alice writes an open key", func() error { _, err := alice.Put(ctx, "/open", "x"); return err }, true},
+		{"root (ZooKeeper's super) overwrites the locked znode", func() error { _, err := root.Put(ctx, "/locked", "r"); return err }, true},
+	}
+	for _, r := range rows {
+		err := r.do()
+		if r.ok && err != nil || !r.ok && !denied(err) {
+			t.Errorf("%s: error %v, want ok=%v (else permission denied)", r.name, err, r.ok)
+		}
+	}
+	// The etcd put kept the ACL: ZooKeeper still sees only zkuser's.
+	acl, _, err := zc.GetACL("/locked")
+	if err != nil || len(acl) != 1 || acl[0].Scheme != "digest" || !strings.HasPrefix(acl[0].ID, "zkuser:") {
+		t.Fatalf("ACL of /locked after an etcd put: %v, %v", acl, err)
+	}
+
+	// A ZooKeeper session's lease: root sees it; alice neither lists
+	// nor ends it.
+	session := clientv3.LeaseID(zc.SessionID())
+	leases, err := alice.Leases(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range leases.Leases {
+		if l.ID == session {
+			t.Fatalf("alice's lease list shows the ZooKeeper session %x", session)
+		}
+	}
+	if _, err := alice.Revoke(ctx, session); !denied(err) {
+		t.Fatalf("alice revoking a ZooKeeper session: %v", err)
+	}
+	if _, err := alice.TimeToLive(ctx, session); !denied(err) {
+		t.Fatalf("alice asking about a ZooKeeper session: %v", err)
+	}
+	leases, err = root.Leases(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, l := range leases.Leases {
+		found = found || l.ID == session
+	}
+	if !found {
+		t.Fatalf("root's lease list lacks the ZooKeeper session %x", session)
+	}
+}
