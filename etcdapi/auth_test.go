@@ -239,8 +239,23 @@ func TestClientAuth(t *testing.T) {
 	if _, err := kv.Range(tokenCtx, &pb.RangeRequest{Key: []byte("/app/a")}); err != nil {
 		t.Fatalf("range with a fresh token: %v", err)
 	}
+	// A watcher alice opened while she could read /app/ ends at the
+	// first event after the revocation, delivering nothing more.
+	appWatch := alice.Watch(ctx, "/app/", clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+	if r := <-appWatch; !r.Created || r.Err() != nil {
+		t.Fatalf("watch on /app/: %+v %v", r, r.Err())
+	}
 	if _, err := root.RoleRevokePermission(ctx, "app", "/app/", clientv3.GetPrefixRangeEnd("/app/")); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := root.Put(ctx, "/app/after", "x"); err != nil {
+		t.Fatal(err)
+	}
+	// clientv3 closes the channel of a watcher the server cancels.
+	for r := range appWatch {
+		if len(r.Events) > 0 || !r.Canceled {
+			t.Fatalf("watch on /app/ after the revocation: %+v %v", r, r.Err())
+		}
 	}
 	_, err = kv.Range(tokenCtx, &pb.RangeRequest{Key: []byte("/app/a")})
 	wantErr(t, "range with a token from before the revocation", err, rpctypes.ErrGRPCAuthOldRevision)
