@@ -162,9 +162,27 @@ func setupAuthUsers(t *testing.T, ctx context.Context, c *clientv3.Client) {
 }
 
 // authChangeOp grants a random permission to a role, or revokes one
-// (usually one granted, sometimes one never granted), as root.
+// (usually one granted, sometimes one never granted), or grants or
+// revokes a role of alice or bob, as root.
 func authChangeOp(g *opGen, granted []authPermSpec) (*diffOp, []authPermSpec) {
 	role := []string{"ra", "rb", "rc"}[g.rng.IntN(3)]
+	if g.rng.IntN(4) == 0 {
+		user := []string{"alice", "bob"}[g.rng.IntN(2)]
+		if g.rng.IntN(2) == 0 {
+			return &diffOp{desc: fmt.Sprintf("grant role %s to %s", role, user), run: func(ctx context.Context, s *side) string {
+				if _, err := s.c.UserGrantRole(ctx, user, role); err != nil {
+					return errText(err)
+				}
+				return "granted"
+			}}, granted
+		}
+		return &diffOp{desc: fmt.Sprintf("revoke role %s from %s", role, user), run: func(ctx context.Context, s *side) string {
+			if _, err := s.c.UserRevokeRole(ctx, user, role); err != nil {
+				return errText(err)
+			}
+			return "revoked"
+		}}, granted
+	}
 	if g.rng.IntN(2) == 0 && len(granted) > 0 {
 		i := g.rng.IntN(len(granted))
 		p := granted[i]
