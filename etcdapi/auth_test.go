@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/v3lock/v3lockpb"
 
 	"github.com/januskv/janus/etcdapi"
 	"github.com/januskv/janus/internal/testenv"
@@ -221,6 +222,19 @@ func TestClientAuth(t *testing.T) {
 	}
 	_, err = j.Client.Status(ctx, j.Endpoint)
 	wantErr(t, "status without user", err, rpctypes.ErrGRPCUserEmpty)
+
+	// The lock service acts as its caller: alice may lock under /app/,
+	// not elsewhere.
+	lockc := v3lockpb.NewLockClient(alice.ActiveConnection())
+	lockLease, err := alice.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lockc.Lock(ctx, &v3lockpb.LockRequest{Name: []byte("/app/lock"), Lease: int64(lockLease.ID)}); err != nil {
+		t.Fatalf("alice locking /app/lock: %v", err)
+	}
+	_, err = lockc.Lock(ctx, &v3lockpb.LockRequest{Name: []byte("secret-lock"), Lease: int64(lockLease.ID)})
+	wantErr(t, "alice locking secret-lock", err, rpctypes.ErrGRPCPermissionDenied)
 
 	// A token issued before a change of the auth store no longer acts:
 	// clientv3 would quietly authenticate again (and retry), so use a
