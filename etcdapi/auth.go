@@ -332,13 +332,24 @@ type authServer struct {
 	s *Server
 }
 
-// change proposes an auth store change on behalf of a root caller.
-func (a *authServer) change(ctx context.Context, ch *core.AuthChange) (*pb.ResponseHeader, error) {
+// admin returns a caller allowed to manage the auth store (root, or
+// anyone while auth is off). It runs before any password is hashed, so
+// that no one else can make the server spend bcrypt's work.
+func (a *authServer) admin(ctx context.Context) (*caller, error) {
 	c, err := a.s.caller(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if err := c.root(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// change proposes an auth store change on behalf of a root caller.
+func (a *authServer) change(ctx context.Context, ch *core.AuthChange) (*pb.ResponseHeader, error) {
+	c, err := a.admin(ctx)
+	if err != nil {
 		return nil, err
 	}
 	res, err := a.s.propose(ctx, &core.Op{Auth: ch, AuthCheck: c.check()})
@@ -418,6 +429,9 @@ func (a *authServer) hash(password, hashed string) ([]byte, error) {
 }
 
 func (a *authServer) UserAdd(ctx context.Context, r *pb.AuthUserAddRequest) (*pb.AuthUserAddResponse, error) {
+	if _, err := a.admin(ctx); err != nil {
+		return nil, err
+	}
 	ch := &core.AuthChange{Kind: core.AuthUserAdd, User: r.Name}
 	if r.Options != nil && r.Options.NoPassword {
 		ch.NoPassword = true
@@ -447,6 +461,9 @@ func (a *authServer) UserDelete(ctx context.Context, r *pb.AuthUserDeleteRequest
 }
 
 func (a *authServer) UserChangePassword(ctx context.Context, r *pb.AuthUserChangePasswordRequest) (*pb.AuthUserChangePasswordResponse, error) {
+	if _, err := a.admin(ctx); err != nil {
+		return nil, err
+	}
 	pw, err := a.hash(r.Password, r.HashedPassword)
 	if err != nil {
 		return nil, err
