@@ -1,6 +1,7 @@
 package translate_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -70,6 +71,14 @@ func TestEtcdUsersMeetZooKeeperACLs(t *testing.T) {
 	}
 
 	denied := func(err error) bool { return errors.Is(rpctypes.Error(err), rpctypes.ErrPermissionDenied) }
+	// A watcher of alice's over every znode: etcd lets her create it; it
+	// ends at the first event on a znode her ACL entry cannot read.
+	wctx, cancelWatch := context.WithTimeout(ctx, time.Minute)
+	defer cancelWatch()
+	watch := alice.Watch(wctx, "/", clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+	if r := <-watch; !r.Created || r.Err() != nil {
+		t.Fatalf("alice's watch on /: %+v %v", r, r.Err())
+	}
 	rows := []struct {
 		name string
 		do   func() error
@@ -95,6 +104,17 @@ func TestEtcdUsersMeetZooKeeperACLs(t *testing.T) {
 			t.Errorf("%s: error %v, want ok=%v (else permission denied)", r.name, err, r.ok)
 		}
 	}
+	// The open put reached alice's watcher; root's put on /locked ended it.
+	var seen []string
+	for r := range watch {
+		for _, ev := range r.Events {
+			seen = append(seen, string(ev.Kv.Key))
+		}
+	}
+	if len(seen) != 1 || seen[0] != "/open" {
+		t.Fatalf("alice's watcher saw %q, want just /open before it ended", seen)
+	}
+
 	// The etcd put kept the ACL: ZooKeeper still sees only zkuser's.
 	acl, _, err := zc.GetACL("/locked")
 	if err != nil || len(acl) != 1 || acl[0].Scheme != "digest" || !strings.HasPrefix(acl[0].ID, "zkuser:") {
