@@ -121,6 +121,23 @@ func TestEtcdUsersMeetZooKeeperACLs(t *testing.T) {
 		t.Fatalf("ACL of /locked after an etcd put: %v, %v", acl, err)
 	}
 
+	// A ZooKeeper client that authenticates as an etcd user (with its etcd
+	// password) meets the ACLs as that user's etcd requests do.
+	za, _ := j.ZKClient(t, 10*time.Second)
+	if err := za.AddAuth("etcd", []byte("alice:alicepw")); err != nil {
+		t.Fatalf("addauth etcd alice: %v", err)
+	}
+	if _, _, err := za.Get("/shared"); err != nil {
+		t.Fatalf("ZooKeeper client as etcd:alice reading /shared: %v", err)
+	}
+	if _, _, err := za.Get("/locked"); !errors.Is(err, zk.ErrNoAuth) {
+		t.Fatalf("ZooKeeper client as etcd:alice reading /locked: %v", err)
+	}
+	zbad, _ := j.ZKClient(t, 10*time.Second)
+	if err := zbad.AddAuth("etcd", []byte("alice:wrong")); err == nil {
+		t.Fatal("addauth etcd with a wrong password succeeded")
+	}
+
 	// A ZooKeeper session's lease: root sees it; alice neither lists
 	// nor ends it.
 	session := clientv3.LeaseID(zc.SessionID())

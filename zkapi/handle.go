@@ -654,6 +654,15 @@ func (c *conn) addAuth(p *jute.AuthPacket) reply {
 		id = core.ID{Scheme: "digest", ID: d}
 	case "ip":
 		id = core.ID{Scheme: "ip", ID: c.remote}
+	case "etcd":
+		// An etcd user, with its etcd password: the session then acts
+		// as etcd:<user> in ACLs, as that user's etcd requests do.
+		user, ok := c.srv.etcdUser(string(p.Auth))
+		if !ok {
+			c.log.Info("closing connection: etcd authentication failed", "user", user)
+			return reply{code: jute.CodeAuthFailed, close: true}
+		}
+		id = core.ID{Scheme: "etcd", ID: user}
 	default:
 		c.log.Info("closing connection: unknown auth scheme", "scheme", p.Scheme)
 		return reply{code: jute.CodeAuthFailed, close: true}
