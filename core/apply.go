@@ -618,7 +618,7 @@ func (a *applier) zkTarget(key []byte, perm Perm, auth []ID) (*Node, *Dir, error
 	if n == nil {
 		return nil, nil, errCode(CodeNoNode, key), nil
 	}
-	if !CheckACL(n.ACL, perm, auth) {
+	if !CheckACL(n.ACL, perm, auth) || !a.meta.AuthState().ZKPermitted(key, perm, auth) {
 		return nil, nil, errCode(CodeNoAuth, key), nil
 	}
 	return n, d, nil, nil
@@ -661,7 +661,7 @@ func (a *applier) create(op *TxnOp, auth []ID) (OpResult, error, error) {
 	if parent == nil {
 		return OpResult{}, errCode(CodeNoNode, parentPath), nil
 	}
-	if !CheckACL(parent.ACL, PermCreate, auth) {
+	if !CheckACL(parent.ACL, PermCreate, auth) || !a.meta.AuthState().ZKPermitted(checked, PermCreate, auth) {
 		return OpResult{}, errCode(CodeNoAuth, parentPath), nil
 	}
 	path := op.Key
@@ -731,7 +731,7 @@ func (a *applier) zkDelete(op *TxnOp, auth []ID) (OpResult, error, error) {
 	if parent == nil {
 		return OpResult{}, errCode(CodeNoNode, op.Key), nil
 	}
-	if !CheckACL(parent.ACL, PermDelete, auth) {
+	if !CheckACL(parent.ACL, PermDelete, auth) || !a.meta.AuthState().ZKPermitted(op.Key, PermDelete, auth) {
 		return OpResult{}, errCode(CodeNoAuth, op.Key), nil
 	}
 	n, d, err := TreeNode(a.ov, op.Key)

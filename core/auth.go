@@ -197,6 +197,61 @@ func (s *AuthState) merged(u *AuthUser) [2]adt.IntervalTree {
 	return t
 }
 
+// EtcdScheme is the ZooKeeper ACL scheme of etcd users: an etcd user acts
+// on znodes as etcd:<user>, and a ZooKeeper session that authenticated
+// with an etcd user's password does too.
+const EtcdScheme = "etcd"
+
+// ZKPermitted applies etcd's role permissions to a ZooKeeper request by a
+// session with identities auth on the znode at key, as the other half of
+// one permission model: with etcd auth enabled, a key some role's
+// permission covers (of any type) is read (perm with READ) or changed
+// (any other perm) only by a session that has the etcd identity of a user
+// with that right (or a super identity). Keys no role names, and every
+// key while etcd auth is off, are left to the ACLs alone. A nil auth (an
+// etcd request, checked by its own face) is not subject to it.
+func (s *AuthState) ZKPermitted(key []byte, perm Perm, auth []ID) bool {
+	if !s.Enabled || auth == nil || !s.covered(key) {
+		return true
+	}
+	want := AuthWrite
+	if perm&PermRead != 0 {
+		want = AuthRead
+	}
+	for _, id := range auth {
+		switch {
+		case id.Scheme == "super":
+			return true
+		case id.Scheme == EtcdScheme && s.Permitted(id.ID, key, nil, want):
+			return true
+		}
+	}
+	return false
+}
+
+// covered reports whether any role's permission names key.
+func (s *AuthState) covered(key []byte) bool {
+	for _, r := range s.Roles {
+		for _, p := range r.Perms {
+			if permCovers(p, key) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// permCovers reports whether a permission's range holds key.
+func permCovers(p AuthPerm, key []byte) bool {
+	switch {
+	case len(p.End) == 0:
+		return bytes.Equal(p.Key, key)
+	case len(p.End) == 1 && p.End[0] == 0:
+		return bytes.Compare(key, p.Key) >= 0
+	}
+	return bytes.Compare(key, p.Key) >= 0 && bytes.Compare(key, p.End) < 0
+}
+
 // AuthChangeKind names one auth management request.
 type AuthChangeKind uint8
 

@@ -149,19 +149,15 @@ func (c *caller) root() error {
 	return nil
 }
 
-// EtcdScheme is the ZooKeeper ACL scheme of etcd users: with auth on, an
-// etcd request by user alice acts on znodes as the ZooKeeper identity
-// etcd:alice (root as ZooKeeper's super), so a ZooKeeper ACL can grant or
-// deny etcd users as it does ZooKeeper clients.
-const EtcdScheme = "etcd"
-
 // zkAuth is the ZooKeeper identity the caller's etcd ops carry into the
-// core (core.Txn.Auth): nil, checking no ACLs, with auth off or for root.
+// core (core.Txn.Auth): etcd:<user> (core.EtcdScheme), so a ZooKeeper ACL
+// can grant or deny etcd users as it does ZooKeeper clients; nil, checking
+// no ACLs, with auth off or for root (ZooKeeper's super).
 func (c *caller) zkAuth() []core.ID {
 	if c.isRoot() {
 		return nil
 	}
-	return []core.ID{{Scheme: EtcdScheme, ID: c.user}}
+	return []core.ID{{Scheme: core.EtcdScheme, ID: c.user}}
 }
 
 // isRoot says whether the caller may do anything: auth is off, or it is a

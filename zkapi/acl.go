@@ -64,9 +64,9 @@ func fixupACL(acl []jute.ACL, auth []core.ID) ([]core.ACL, bool) {
 				return nil, false
 			}
 			add(core.ACL{Perms: core.Perm(a.Perms), ID: core.ID{Scheme: a.ID.Scheme, ID: a.ID.ID}})
-		case "etcd":
-			// An etcd user (package etcdapi's EtcdScheme): with etcd
-			// auth on, etcd requests act on znodes as etcd:<user>.
+		case core.EtcdScheme:
+			// An etcd user: with etcd auth on, etcd requests act on
+			// znodes as etcd:<user>.
 			if a.ID.ID == "" {
 				return nil, false
 			}
@@ -82,7 +82,7 @@ func fixupACL(acl []jute.ACL, auth []core.ID) ([]core.ACL, bool) {
 // "auth" ACL scheme: ZooKeeper's isAuthenticated is true for digest and
 // false for ip.
 func authenticatedScheme(scheme string) bool {
-	return scheme == "digest" || scheme == "super" || scheme == "etcd"
+	return scheme == "digest" || scheme == "super" || scheme == core.EtcdScheme
 }
 
 // etcdUser checks "user:password" against etcd's auth store, which must be
