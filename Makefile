@@ -10,7 +10,7 @@ BENCHFLAGS ?=
 # FUZZTIME bounds each fuzz target in make fuzz.
 FUZZTIME ?= 15s
 
-.PHONY: all build run test bench bench-go fmt lint fuzz tools
+.PHONY: all build run test image bench bench-go fmt lint fuzz tools
 
 all: build
 
@@ -23,6 +23,16 @@ run:
 test:
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 25m $(TESTFLAGS) ./...
+	cd deploy && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m $(TESTFLAGS) ./...
+
+# image builds the container image as an OCI tarball (bin/janus-image.tar)
+# without a container engine: a static binary, then deploy/image around it.
+# `docker load -i bin/janus-image.tar` or podman load it; with an engine,
+# deploy/container/Dockerfile builds the same image.
+image:
+	@mkdir -p bin
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-buildid= -o bin/janus-static .
+	cd deploy && $(GO) run ./image --binary ../bin/janus-static --out ../bin/janus-image.tar
 
 # bench compares Janus with a real etcd and a real ZooKeeper on this
 # machine and writes a report under bench/out/ (see docs/benchmarks.md).

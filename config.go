@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/januskv/janus/core"
 	"github.com/januskv/janus/etcdapi"
+	"github.com/januskv/janus/internal/tlsfiles"
+	"github.com/januskv/janus/server"
 )
 
 // Config is everything the command line sets.
@@ -22,8 +25,12 @@ type Config struct {
 	EtcdListen string
 	ZKListen   string
 	HTTPListen string
-	ID         uint64
-	LogLevel   slog.Level
+	// MetricsListen are extra addresses serving only /metrics and the
+	// health endpoints (etcd's --listen-metrics-urls).
+	MetricsListen []string
+	ID            uint64
+	LogLevel      slog.Level
+	LogFormat     string // json or text
 
 	// Ensemble. Peers are the voting members and Observers the non-voting
 	// ones (ID → peer address, which that member listens on); every member
@@ -44,6 +51,13 @@ type Config struct {
 	// InitialCorruptCheck feature): 0 turns the periodic check off.
 	CorruptCheckTime    time.Duration
 	InitialCorruptCheck bool
+	// SpaceReserve is the free space the data directory keeps (see
+	// server.MemberConfig.SpaceReserve).
+	SpaceReserve int64
+	// Space (etcd's --quota-backend-bytes, --auto-compaction-mode and
+	// --auto-compaction-retention).
+	QuotaBackendBytes int64
+	AutoCompaction    server.AutoCompaction
 
 	// etcd face
 	MaxRequestBytes     int
@@ -61,6 +75,23 @@ type Config struct {
 	MaxBuffer         int
 	MaxClientConns    int
 	MaxConns          int
+	// ZKSecureListen is the ZooKeeper face's TLS port (ZooKeeper's
+	// secureClientPort); it uses the client certificate flags.
+	ZKSecureListen string
+
+	// Client TLS (etcd's flags): the etcd port, the ZooKeeper secure port
+	// and the HTTP port. Peer TLS: the zab transport.
+	ClientTLS, PeerTLS tlsFlags
+	CipherSuites       []uint16
+
+	// HTTP port hardening (etcd's --enable-pprof, --cors and
+	// --host-whitelist).
+	EnablePprof   bool
+	CORS          []string
+	HostWhitelist []string
+	// DisableExtendedTypes turns TTL znodes off (--extended-types-enabled=false).
+	DisableExtendedTypes bool
+	EnforceQuota         bool
 
 	// applyFault is MemberConfig.ApplyFault, for tests that need a member
 	// to stop as a failing disk would stop it; no flag sets it.
@@ -70,19 +101,48 @@ type Config struct {
 	wrapBackend func(core.Backend) core.Backend
 }
 
-// Addrs are the addresses a running node listens on.
-type Addrs struct {
-	Etcd, ZK, HTTP string
+// tlsFlags are one side's certificate flags.
+type tlsFlags struct {
+	tlsfiles.Files
+	ClientCertAuth bool
 }
 
+// defaultCompactionRetention bounds history for a cluster whose clients
+// never compact (ZooKeeper clients): an hour, where etcd keeps everything
+// by default. Kubernetes compacts on its own to the revision of five
+// minutes ago, further than an hour-old revision, so this changes nothing
+// for it (see README, "Compaction and space").
+const defaultCompactionRetention = "1h"
+
+// Addrs are the addresses a running node listens on (ZK or ZKSecure empty
+// when that port is off).
+type Addrs struct {
+	Etcd, ZK, ZKSecure, HTTP string
+	Metrics                  []string
+}
+
+// parseFlags is parseConfig with no environment: what tests that build a
+// Config from arguments alone use.
 func parseFlags(args []string, stderr io.Writer) (Config, error) {
+	return parseConfig(args, nil, stderr)
+}
+
+// parseConfig reads the configuration from the command line, then the
+// JANUS_* variables of environ, then --config-file, then --zk-config; each
+// sets only what the ones before it left unset (flags > env > file).
+func parseConfig(args, environ []string, stderr io.Writer) (Config, error) {
 	var cfg Config
 	fs := flag.NewFlagSet("janus", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	configFile := fs.String("config-file", "", "YAML configuration file: keys are the flag names (etcd's where they mean the same), values as on the command line; a bare number for a duration is milliseconds")
+	zkConfig := fs.String("zk-config", "", "start from an existing ZooKeeper configuration file (zoo.cfg): see the README for the keys it maps and those it ignores")
+	logFormat := fs.String("log-format", "json", "log format: json or text")
 	fs.StringVar(&cfg.DataDir, "data-dir", "janus-data", "directory for the log and the state")
 	fs.StringVar(&cfg.EtcdListen, "etcd-listen", "127.0.0.1:2379", "address for etcd v3 gRPC clients")
-	fs.StringVar(&cfg.ZKListen, "zk-listen", "127.0.0.1:2181", "address for ZooKeeper clients")
+	fs.StringVar(&cfg.ZKListen, "zk-listen", "127.0.0.1:2181", "address for plaintext ZooKeeper clients (empty: none, with --zk-secure-listen)")
+	fs.StringVar(&cfg.ZKSecureListen, "zk-secure-listen", "", "address for ZooKeeper clients over TLS, as ZooKeeper's secureClientPort (needs --cert-file)")
 	fs.StringVar(&cfg.HTTPListen, "http-listen", "127.0.0.1:8080", "address for /health, /livez, /readyz, the etcd JSON gateway (/v3/...), ZooKeeper admin commands (/commands/...) and /debug/pprof")
+	metricsURLs := fs.String("listen-metrics-urls", "", "extra URLs (http://host:port,...) serving only /metrics and the health endpoints, as etcd's flag; /metrics is always on the HTTP address and the etcd client address too")
 	fs.Uint64Var(&cfg.ID, "id", 1, "this member's ID in the ensemble")
 	peers := fs.String("peers", "", "voting ensemble members as id=host:port,... (peer addresses, this member included; empty: a single member)")
 	observers := fs.String("observers", "", "non-voting ensemble members as id=host:port,... (they receive commits and serve reads)")
@@ -99,6 +159,10 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	for _, name := range []string{"initial-corrupt-check", "experimental-initial-corrupt-check"} {
 		fs.BoolVar(&cfg.InitialCorruptCheck, name, true, "compare this member's state with the others' as soon as it starts")
 	}
+	fs.Int64Var(&cfg.SpaceReserve, "space-reserve-bytes", server.DefaultSpaceReserve, "free space the data directory keeps: below it this member raises NOSPACE and refuses writes until space is freed (room for Badger to flush and compact)")
+	fs.Int64Var(&cfg.QuotaBackendBytes, "quota-backend-bytes", 0, "space quota in bytes: past it a NOSPACE alarm is raised and writes that grow the state are refused (0: etcd's default, 2 GiB; negative: no quota)")
+	compactMode := fs.String("auto-compaction-mode", server.CompactPeriodic, "automatic compaction: periodic (keep --auto-compaction-retention of time) or revision (keep that many revisions)")
+	compactRetention := fs.String("auto-compaction-retention", defaultCompactionRetention, "history automatic compaction keeps: a duration or a number of hours (periodic), a number of revisions (revision); 0 turns it off")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	fs.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", 1536*1024, "largest etcd request accepted, in bytes")
 	fs.DurationVar(&cfg.WatchProgressNotify, "watch-progress-notify-interval", 10*time.Minute, "how often etcd watches with progress_notify get a progress notification")
@@ -108,22 +172,71 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.DurationVar(&cfg.TickTime, "tick-time", 2*time.Second, "ZooKeeper tickTime: session timeouts default to 2x..20x of it")
 	fs.DurationVar(&cfg.MinSessionTimeout, "min-session-timeout", 0, "smallest ZooKeeper session timeout granted (default 2x tick-time)")
 	fs.DurationVar(&cfg.MaxSessionTimeout, "max-session-timeout", 0, "largest ZooKeeper session timeout granted (default 20x tick-time)")
-	fs.StringVar(&cfg.FourLetterWords, "4lw-whitelist", "*", "four-letter words answered on the ZooKeeper port: * or a comma-separated list")
+	fs.StringVar(&cfg.FourLetterWords, "4lw-whitelist", "srvr", "four-letter words answered on the ZooKeeper ports: * or a comma-separated list (ZooKeeper 3.8's default: srvr)")
+	fs.StringVar(&cfg.ClientTLS.Cert, "cert-file", "", "client TLS certificate (PEM) for the etcd, ZooKeeper secure and HTTP ports; the etcd and HTTP ports serve TLS only once it is set")
+	fs.StringVar(&cfg.ClientTLS.Key, "key-file", "", "client TLS key (PEM)")
+	fs.StringVar(&cfg.ClientTLS.CA, "trusted-ca-file", "", "CA bundle (PEM) that client certificates must chain to")
+	fs.BoolVar(&cfg.ClientTLS.ClientCertAuth, "client-cert-auth", false, "require every client to present a certificate that chains to --trusted-ca-file")
+	fs.StringVar(&cfg.PeerTLS.Cert, "peer-cert-file", "", "peer TLS certificate (PEM); it must hold the DNS SAN janus-member-<id>")
+	fs.StringVar(&cfg.PeerTLS.Key, "peer-key-file", "", "peer TLS key (PEM)")
+	fs.StringVar(&cfg.PeerTLS.CA, "peer-trusted-ca-file", "", "CA bundle (PEM) that peer certificates must chain to")
+	fs.BoolVar(&cfg.PeerTLS.ClientCertAuth, "peer-client-cert-auth", true, "require peers to present certificates (always on with peer TLS: a member's ID is bound to its certificate)")
+	ciphers := fs.String("cipher-suites", "", "TLS 1.2 cipher suites allowed on every port, comma separated, as Go names them (default: Go's)")
+	fs.BoolVar(&cfg.EnablePprof, "enable-pprof", false, "serve /debug/pprof on the HTTP port")
+	cors := fs.String("cors", "", "origins allowed to call the HTTP port from a browser, comma separated (* for any; default: none)")
+	hosts := fs.String("host-whitelist", "", "Host: header values the HTTP port accepts, comma separated (* for any; default: loopback names only when --http-listen is a loopback address, else any)")
 	fs.DurationVar(&cfg.ReaperInterval, "reaper-interval", time.Second, "how often empty containers and expired TTL znodes are removed")
 	fs.IntVar(&cfg.MaxBuffer, "jute-maxbuffer", 0xfffff, "largest ZooKeeper packet accepted, in bytes")
 	fs.IntVar(&cfg.MaxClientConns, "max-client-cnxns", 60, "most connections one client IP may hold on the ZooKeeper port, as ZooKeeper's maxClientCnxns (0: no limit)")
 	fs.IntVar(&cfg.MaxConns, "max-cnxns", 0, "most connections the ZooKeeper port holds in all, as ZooKeeper's maxCnxns (0: no limit)")
+	idFromHostname := fs.Bool("id-from-hostname", false, "take --id from the trailing number of the host name, plus 1 (a Kubernetes StatefulSet's pod janus-0 is member 1)")
+	extendedTypes := fs.Bool("extended-types-enabled", true, "allow TTL znodes, as ZooKeeper's extendedTypesEnabled (on by default in Janus; off when --zk-config's file does not turn it on, as in ZooKeeper)")
+	fs.BoolVar(&cfg.EnforceQuota, "zk-enforce-quota", false, "refuse ZooKeeper writes past a hard quota set with setquota, as zookeeper.enforceQuota=true does")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
 	if fs.NArg() > 0 {
 		return cfg, fmt.Errorf("unexpected argument %q (flags start with --)", fs.Arg(0))
 	}
+	if err := applySources(fs, environ, stderr, configFile, zkConfig); err != nil {
+		return cfg, err
+	}
+	cfg.DisableExtendedTypes = !*extendedTypes
+	if *idFromHostname {
+		host, err := os.Hostname()
+		if err != nil {
+			return cfg, fmt.Errorf("--id-from-hostname: %w", err)
+		}
+		if cfg.ID, err = idFromOrdinal(host); err != nil {
+			return cfg, fmt.Errorf("--id-from-hostname: %w", err)
+		}
+	}
+	switch *logFormat {
+	case "json", "text":
+		cfg.LogFormat = *logFormat
+	default:
+		return cfg, fmt.Errorf("--log-format: %q is neither json nor text", *logFormat)
+	}
 	if err := cfg.LogLevel.UnmarshalText([]byte(*level)); err != nil {
 		return cfg, fmt.Errorf("--log-level: %w", err)
 	}
+	var err error
+	if cfg.CipherSuites, err = tlsfiles.ParseCipherSuites(*ciphers); err != nil {
+		return cfg, fmt.Errorf("--cipher-suites: %w", err)
+	}
+	cfg.CORS, cfg.HostWhitelist = splitList(*cors), splitList(*hosts)
+	if err := checkTLS(cfg); err != nil {
+		return cfg, err
+	}
 	if cfg.ID == 0 {
 		return cfg, errors.New("--id must be at least 1")
+	}
+	for _, u := range splitList(*metricsURLs) {
+		addr, ok := strings.CutPrefix(u, "http://")
+		if !ok || addr == "" || strings.Contains(addr, "/") {
+			return cfg, fmt.Errorf("--listen-metrics-urls: %q is not http://host:port", u)
+		}
+		cfg.MetricsListen = append(cfg.MetricsListen, addr)
 	}
 	for _, l := range []struct {
 		flag, value string
@@ -141,8 +254,16 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	if cfg.ElectionTimeout <= 0 || cfg.HeartbeatInterval <= 0 || cfg.HeartbeatInterval >= cfg.ElectionTimeout {
 		return cfg, errors.New("--heartbeat-interval and --election-timeout must be positive, the heartbeat shorter")
 	}
+	ac, err := server.ParseAutoCompaction(*compactMode, *compactRetention)
+	if err != nil {
+		return cfg, fmt.Errorf("--auto-compaction-mode/--auto-compaction-retention: %w", err)
+	}
+	cfg.AutoCompaction = ac
 	if cfg.CorruptCheckTime < 0 {
 		return cfg, errors.New("--corrupt-check-time must not be negative (0 turns the check off)")
+	}
+	if cfg.SpaceReserve <= 0 {
+		return cfg, errors.New("--space-reserve-bytes must be positive")
 	}
 	if cfg.MaxDiffEntries <= 0 {
 		return cfg, errors.New("--max-diff-entries must be positive")
@@ -163,6 +284,52 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 		return cfg, fmt.Errorf("--auth-token: %w", err)
 	}
 	return cfg, nil
+}
+
+// checkTLS refuses certificate flags that do not make a working setup.
+func checkTLS(cfg Config) error {
+	for _, side := range []struct {
+		prefix string
+		f      tlsFlags
+	}{{"", cfg.ClientTLS}, {"peer-", cfg.PeerTLS}} {
+		if (side.f.Cert == "") != (side.f.Key == "") {
+			return fmt.Errorf("--%scert-file and --%skey-file go together", side.prefix, side.prefix)
+		}
+		if side.f.Cert == "" && side.f.CA != "" {
+			return fmt.Errorf("--%strusted-ca-file needs --%scert-file", side.prefix, side.prefix)
+		}
+	}
+	if cfg.ClientTLS.ClientCertAuth && cfg.ClientTLS.CA == "" {
+		return errors.New("--client-cert-auth needs --trusted-ca-file")
+	}
+	if cfg.PeerTLS.Cert != "" {
+		if cfg.PeerTLS.CA == "" {
+			return errors.New("--peer-cert-file needs --peer-trusted-ca-file: peers verify each other's certificates")
+		}
+		if !cfg.PeerTLS.ClientCertAuth {
+			return errors.New("--peer-client-cert-auth=false is not supported: a member's ID is bound to the certificate it presents")
+		}
+	}
+	if cfg.ZKSecureListen != "" && cfg.ClientTLS.Cert == "" {
+		return errors.New("--zk-secure-listen needs --cert-file and --key-file")
+	}
+	if cfg.ZKListen == "" && cfg.ZKSecureListen == "" {
+		return errors.New("--zk-listen may be empty only with --zk-secure-listen")
+	}
+	return nil
+}
+
+// idFromOrdinal returns the member ID for a host name ending in an
+// ordinal, as a StatefulSet names its pods (janus-0, janus-1, ...): the
+// ordinal plus 1, since member IDs start at 1.
+func idFromOrdinal(host string) (uint64, error) {
+	host, _, _ = strings.Cut(host, ".")
+	i := strings.LastIndexFunc(host, func(r rune) bool { return r < '0' || r > '9' })
+	n, err := strconv.ParseUint(host[i+1:], 10, 63)
+	if err != nil {
+		return 0, fmt.Errorf("host name %q does not end in a number", host)
+	}
+	return n + 1, nil
 }
 
 // checkEnsemble refuses ensemble flags that cannot describe one ensemble.

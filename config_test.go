@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/januskv/janus/server"
 )
 
 func TestEnsembleFlags(t *testing.T) {
@@ -68,6 +70,139 @@ func TestCorruptCheckFlags(t *testing.T) {
 			}
 			if cfg.CorruptCheckTime != tt.interval || cfg.InitialCorruptCheck != tt.initial {
 				t.Fatalf("interval %v initial %v, want %v %v", cfg.CorruptCheckTime, cfg.InitialCorruptCheck, tt.interval, tt.initial)
+			}
+		})
+	}
+}
+
+func TestTLSFlags(t *testing.T) {
+	pair := []string{"--cert-file", "s.crt", "--key-file", "s.key"}
+	peer := []string{"--peer-cert-file", "p.crt", "--peer-key-file", "p.key"}
+	with := func(a []string, more ...string) []string { return append(append([]string{}, a...), more...) }
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string // "" for success
+	}{
+		{"client TLS", pair, ""},
+		{"client TLS with client certificates", with(pair, "--trusted-ca-file", "ca.crt", "--client-cert-auth"), ""},
+		{"cert without key", []string{"--cert-file", "s.crt"}, "go together"},
+		{"CA without cert", []string{"--trusted-ca-file", "ca.crt"}, "needs --cert-file"},
+		{"client-cert-auth without CA", with(pair, "--client-cert-auth"), "needs --trusted-ca-file"},
+		{"ZooKeeper TLS port", with(pair, "--zk-secure-listen", "127.0.0.1:2281"), ""},
+		{"ZooKeeper TLS port only", with(pair, "--zk-secure-listen", "127.0.0.1:2281", "--zk-listen", ""), ""},
+		{"ZooKeeper TLS port without a certificate", []string{"--zk-secure-listen", "127.0.0.1:2281"}, "needs --cert-file"},
+		{"no ZooKeeper port", []string{"--zk-listen", ""}, "only with --zk-secure-listen"},
+		{"peer TLS", with(peer, "--peer-trusted-ca-file", "ca.crt"), ""},
+		{"peer TLS without a CA", peer, "needs --peer-trusted-ca-file"},
+		{"peer TLS without client certificates", with(peer, "--peer-trusted-ca-file", "ca.crt", "--peer-client-cert-auth=false"), "not supported"},
+		{"peer key without cert", []string{"--peer-key-file", "p.key"}, "go together"},
+		{"cipher suites", []string{"--cipher-suites", "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"}, ""},
+		{"an insecure cipher suite", []string{"--cipher-suites", "TLS_RSA_WITH_RC4_128_SHA"}, "--cipher-suites"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseFlags(tt.args, io.Discard)
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("got %v, want an error mentioning %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// A certificate file that does not load stops the server at start, with
+// the flag's file in the message.
+func TestUnreadableCertificateStopsStart(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.ClientTLS.Cert, cfg.ClientTLS.Key = "missing.crt", "missing.key"
+	if _, err := startNode(cfg, testLogger(t)); err == nil || !strings.Contains(err.Error(), "missing.crt") {
+		t.Fatalf("startNode with a missing certificate: %v", err)
+	}
+}
+
+func TestSpaceReserveFlag(t *testing.T) {
+	tests := []struct {
+		args    []string
+		want    int64
+		wantErr string
+	}{
+		{nil, 128 << 20, ""},
+		{[]string{"--space-reserve-bytes", "1048576"}, 1 << 20, ""},
+		{[]string{"--space-reserve-bytes", "0"}, 0, "must be positive"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			cfg, err := parseFlags(tt.args, io.Discard)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got %v, want an error mentioning %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.SpaceReserve != tt.want {
+				t.Fatalf("reserve %d, want %d", cfg.SpaceReserve, tt.want)
+			}
+		})
+	}
+}
+
+func TestIDFromOrdinal(t *testing.T) {
+	for _, c := range []struct {
+		host string
+		id   uint64
+		ok   bool
+	}{
+		{"janus-0", 1, true},
+		{"janus-2.janus-peer.default.svc.cluster.local", 3, true},
+		{"zk-12", 13, true},
+		{"janus", 0, false},
+		{"janus-", 0, false},
+	} {
+		id, err := idFromOrdinal(c.host)
+		if (err == nil) != c.ok || id != c.id {
+			t.Errorf("%q: got %d, %v; want %d (ok %v)", c.host, id, err, c.id, c.ok)
+		}
+	}
+}
+
+func TestSpaceFlags(t *testing.T) {
+	tests := []struct {
+		args    []string
+		quota   int64
+		compact server.AutoCompaction
+		wantErr string
+	}{
+		// Janus keeps an hour of history unless told otherwise.
+		{nil, 0, server.AutoCompaction{Mode: "periodic", Period: time.Hour}, ""},
+		{[]string{"--quota-backend-bytes", "-1", "--auto-compaction-retention", "0"}, -1, server.AutoCompaction{}, ""},
+		{[]string{"--quota-backend-bytes", "8589934592", "--auto-compaction-mode", "revision", "--auto-compaction-retention", "10000"}, 8 << 30, server.AutoCompaction{Mode: "revision", Revisions: 10000}, ""},
+		{[]string{"--auto-compaction-retention", "2"}, 0, server.AutoCompaction{Mode: "periodic", Period: 2 * time.Hour}, ""},
+		{[]string{"--auto-compaction-mode", "revision", "--auto-compaction-retention", "1h"}, 0, server.AutoCompaction{}, "number of revisions"},
+		{[]string{"--auto-compaction-mode", "hourly"}, 0, server.AutoCompaction{}, "neither periodic nor revision"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			cfg, err := parseFlags(tt.args, io.Discard)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got %v, want an error mentioning %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.QuotaBackendBytes != tt.quota || cfg.AutoCompaction != tt.compact {
+				t.Fatalf("quota %d, compaction %+v; want %d, %+v", cfg.QuotaBackendBytes, cfg.AutoCompaction, tt.quota, tt.compact)
 			}
 		})
 	}

@@ -248,9 +248,11 @@ func (a alarmed) Status() core.Status {
 	return st
 }
 
+// testConfig is a node on free loopback ports, answering the four-letter
+// words the health checks use (the default answers srvr only).
 func testConfig(t *testing.T) Config {
 	t.Helper()
-	cfg, err := parseFlags([]string{"--data-dir", t.TempDir(), "--etcd-listen", "127.0.0.1:0", "--zk-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"}, io.Discard)
+	cfg, err := parseFlags([]string{"--data-dir", t.TempDir(), "--etcd-listen", "127.0.0.1:0", "--zk-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--4lw-whitelist", "ruok,srvr,stat,mntr,isro"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,4 +374,18 @@ func TestEveryPortSurvivesRunningOutOfFiles(t *testing.T) {
 		livez: 200, readyz: 200, readyzBody: "[+]linearizable_read ok\n",
 		grpc: healthpb.HealthCheckResponse_SERVING, ruok: "imok", srvr: "Zookeeper version: ", isro: "rw",
 	})
+}
+
+func TestProbe(t *testing.T) {
+	a := startInProcess(t, t.TempDir())
+	ctx := context.Background()
+	if err := runProbe(ctx, []string{"http://" + a.HTTP + "/livez"}); err != nil {
+		t.Errorf("probe of a live member: %v", err)
+	}
+	if err := runProbe(ctx, []string{"http://" + a.HTTP + "/no-such-page"}); err == nil {
+		t.Error("probe of a missing page succeeded")
+	}
+	if err := runProbe(ctx, nil); err == nil {
+		t.Error("probe without a URL succeeded")
+	}
 }

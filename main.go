@@ -12,7 +12,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -30,6 +29,8 @@ func main() {
 	var err error
 	if len(os.Args) > 1 && os.Args[1] == "migrate" {
 		err = runMigrate(ctx, os.Args[2:], os.Stdout, os.Stderr)
+	} else if len(os.Args) > 1 && os.Args[1] == "probe" {
+		err = runProbe(ctx, os.Args[2:])
 	} else {
 		err = run(ctx, os.Args[1:], os.Stderr, nil)
 	}
@@ -45,7 +46,7 @@ func main() {
 // run parses args, starts the server and blocks until ctx ends. ready, if
 // not nil, receives the bound addresses once every listener is up.
 func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- Addrs) error {
-	cfg, err := parseFlags(args, stderr)
+	cfg, err := parseConfig(args, os.Environ(), stderr)
 	if err != nil {
 		return err
 	}
@@ -58,13 +59,13 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- Addr
 // its supervisor to restart it. A member that cannot apply the log must
 // not keep answering from a state that no longer follows it.
 func serve(ctx context.Context, cfg Config, stderr io.Writer, ready chan<- Addrs) error {
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	logger := newLogger(stderr, cfg)
 	n, err := startNode(cfg, logger)
 	if err != nil {
 		return err
 	}
 	go releaseWhenQuiet(ctx, quietCheckEvery)
-	logger.Info("janus started", "data_dir", cfg.DataDir, "etcd", n.addrs.Etcd, "zookeeper", n.addrs.ZK, "http", n.addrs.HTTP)
+	logger.Info("janus started", "data_dir", cfg.DataDir, "etcd", n.addrs.Etcd, "zookeeper", n.addrs.ZK, "zookeeper_tls", n.addrs.ZKSecure, "http", n.addrs.HTTP, "client_tls", cfg.ClientTLS.Enabled(), "peer_tls", cfg.PeerTLS.Enabled())
 	if ready != nil {
 		ready <- n.addrs
 	}

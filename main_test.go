@@ -21,15 +21,17 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// startInProcess runs the server on free loopback ports until the test ends.
-func startInProcess(t *testing.T, dataDir string) Addrs {
+// startInProcess runs the server on free loopback ports until the test
+// ends, with extra flags if given.
+func startInProcess(t *testing.T, dataDir string, extra ...string) Addrs {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan Addrs, 1)
 	done := make(chan error, 1)
 	var stderr bytes.Buffer
 	go func() {
-		done <- run(ctx, []string{"--data-dir", dataDir, "--etcd-listen", "127.0.0.1:0", "--zk-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"}, &syncWriter{w: &stderr}, ready)
+		args := append([]string{"--data-dir", dataDir, "--etcd-listen", "127.0.0.1:0", "--zk-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"}, extra...)
+		done <- run(ctx, args, &syncWriter{w: &stderr}, ready)
 	}()
 	select {
 	case a := <-ready:

@@ -11,10 +11,19 @@ import (
 	"github.com/januskv/janus/migrate"
 )
 
-const migrateUsage = `usage: janus migrate --from SOURCE --to TARGET [--follow] [--verify-only]
+const migrateUsage = `usage: janus migrate --from SOURCE --to TARGET [--follow | --cutover | --verify-only]
 
-Copies a live ZooKeeper tree or etcd v3 keyspace into Janus, then compares
-source and target and prints every difference (exit status 1 if any).
+Copies a live ZooKeeper tree or etcd v3 keyspace into Janus (or out of it),
+then compares source and target and prints every difference (exit status 1
+if any).
+
+With --follow it then keeps the target in step with the source (ZooKeeper
+3.6+ through a persistent recursive watch, etcd through a watch) until
+interrupted (SIGINT or SIGTERM), and then cuts over: it waits until the
+target has caught up with the source, verifies, and exits 0 only if both
+are equal at that moment. --cutover does the same without following: it
+re-syncs an earlier copy, catches up and verifies. Stop the source's
+writers before the cut-over.
 
   SOURCE  zk://host:port[,host:port...][/path]     a ZooKeeper ensemble (a subtree with /path)
           etcd://host:port[,host:port...][/prefix] an etcd v3 cluster (keys under a prefix)
@@ -37,11 +46,20 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	from := fs.String("from", "", "source: zk://host:port[/path] or etcd://host:port[/prefix]")
 	to := fs.String("to", "", "target Janus: zk://host:port or etcd://host:port")
-	follow := fs.Bool("follow", false, "after the copy, apply the etcd source's changes until interrupted (cut-over)")
+	follow := fs.Bool("follow", false, "after the copy, apply the source's changes until interrupted, then cut over")
+	cutover := fs.Bool("cutover", false, "copy or re-sync, catch up with the source, verify, and exit 0 only if equal")
+	statusEvery := fs.Duration("status-every", 10*time.Second, "while following, print the lag this often")
+	dryRun := fs.Bool("dry-run", false, "write nothing; print what a copy would skip or change (ephemerals, leased keys, ACLs etcd cannot express, keys ZooKeeper cannot see)")
 	verifyOnly := fs.Bool("verify-only", false, "copy nothing; compare source and target and print every difference")
 	progressEvery := fs.Int("progress-every", 1000, "print a progress line every this many nodes")
 	batch := fs.Int("batch", 64, "etcd puts per target transaction")
 	dialTimeout := fs.Duration("dial-timeout", 10*time.Second, "how long to wait for each side to answer")
+	var auth []migrate.Auth
+	fs.Func("auth", "scheme:credentials to add to every ZooKeeper session (repeatable), e.g. digest:admin:secret; needed to copy digest ACLs", func(v string) error {
+		a, err := migrate.ParseAuth(v)
+		auth = append(auth, a)
+		return err
+	})
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -60,12 +78,12 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return fmt.Errorf("migrate: --to: %w", err)
 	}
-	if *verifyOnly && *follow {
-		return errors.New("migrate: --verify-only and --follow exclude each other")
+	if (*verifyOnly || *dryRun) && (*follow || *cutover) || *verifyOnly && *dryRun {
+		return errors.New("migrate: --verify-only and --dry-run exclude each other and --follow or --cutover")
 	}
 	cfg := migrate.Config{
-		From: src, To: dst, Follow: *follow, Out: stdout,
-		ProgressEvery: *progressEvery, BatchSize: *batch, DialTimeout: *dialTimeout,
+		From: src, To: dst, Follow: *follow, Cutover: *cutover, DryRun: *dryRun, StatusEvery: *statusEvery, Out: stdout,
+		ProgressEvery: *progressEvery, BatchSize: *batch, DialTimeout: *dialTimeout, Auth: auth,
 	}
 	if *verifyOnly {
 		_, err = migrate.Verify(ctx, cfg)

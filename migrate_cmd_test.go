@@ -3,9 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 
 	"github.com/januskv/janus/internal/janustest"
 	"github.com/januskv/janus/internal/testenv"
@@ -20,7 +27,7 @@ func TestMigrateCommandArguments(t *testing.T) {
 		{[]string{"--from", "zk://a:1"}, "--from and --to are required"},
 		{[]string{"--from", "mysql://a:1", "--to", "etcd://b:2"}, "unknown scheme"},
 		{[]string{"--from", "etcd://a:1", "--to", "zk://b:2"}, "needs an etcd target"},
-		{[]string{"--from", "zk://a:1", "--to", "etcd://b:2", "--follow"}, "needs an etcd source"},
+		{[]string{"--from", "zk://a:1", "--to", "etcd://b:2", "--cutover", "--verify-only"}, "exclude each other"},
 		{[]string{"--from", "etcd://a:1", "--to", "etcd://b:2", "--follow", "--verify-only"}, "exclude each other"},
 		{[]string{"--from", "zk://a:1", "--to", "etcd://b:2", "extra"}, "unexpected argument"},
 	}
@@ -64,4 +71,77 @@ func TestMigrateCommandCopiesEtcdIntoJanus(t *testing.T) {
 	if err == nil || !strings.Contains(stdout.String(), `DIFF value of "/cfg/a": source "v-/cfg/a", target "changed"`) {
 		t.Errorf("verify of an altered target: %v\n%s", err, stdout.String())
 	}
+}
+
+// TestMigrateLargeTree copies a wide tree from a real ZooKeeper into Janus
+// with the migration in a process of its own, and reports its speed and
+// peak memory. JANUS_MIGRATE_NODES sets the size (default 20,000; the
+// figures in docs/migration.md are from JANUS_MIGRATE_NODES=1000000).
+func TestMigrateLargeTree(t *testing.T) {
+	n := 20_000
+	if v := os.Getenv("JANUS_MIGRATE_NODES"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1000 {
+			t.Fatalf("JANUS_MIGRATE_NODES=%q: want a number >= 1000", v)
+		}
+	}
+	opts := testenv.ZKOptions{}
+	if n > 200_000 {
+		opts.JVMFlags = []string{"-Xmx3g"}
+	}
+	ref := testenv.StartZooKeeper(t, opts)
+	src, _ := janustest.ZKClient(t, ref.Addr, 30*time.Second)
+	const fanout = 1000
+	open := zk.WorldACL(zk.PermAll)
+	if _, err := src.Create("/big", nil, 0, open); err != nil {
+		t.Fatal(err)
+	}
+	data := []byte("0123456789abcdef0123456789abcdef")
+	populated := time.Now()
+	for d := 0; d*fanout < n; d++ {
+		dir := fmt.Sprintf("/big/d%04d", d)
+		ops := []any{&zk.CreateRequest{Path: dir, Data: data, Acl: open}}
+		for i := 0; i < fanout-1 && d*fanout+i+1 < n; i++ {
+			ops = append(ops, &zk.CreateRequest{Path: fmt.Sprintf("%s/n%04d", dir, i), Data: data, Acl: open})
+		}
+		if _, err := src.Multi(ops...); err != nil {
+			t.Fatalf("populate %s: %v", dir, err)
+		}
+	}
+	t.Logf("source populated with %d nodes in %v", n+1, time.Since(populated).Round(time.Millisecond))
+
+	a := startInProcess(t, t.TempDir())
+	args := fmt.Sprintf("--from zk://%s/big --to zk://%s --progress-every %d", ref.Addr, a.ZK, max(n/10, 1000))
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMigrateHelperProcess$")
+	cmd.Env = append(os.Environ(), "JANUS_MIGRATE_ARGS="+args)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	err := cmd.Run()
+	elapsed := time.Since(start)
+	t.Logf("janus migrate %s:\n%s", args, out.String())
+	if err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss // KiB on Linux
+	t.Logf("copied and verified %d nodes in %v: %.0f nodes/s; migrate process peak RSS %d MiB", n+1, elapsed.Round(time.Millisecond), float64(n+1)/elapsed.Seconds(), rss/1024)
+	for _, want := range []string{"ETA", fmt.Sprintf("copied %d nodes", n+1), "no differences"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+}
+
+// TestMigrateHelperProcess is "janus migrate" in a child process for
+// TestMigrateLargeTree; run alone it does nothing.
+func TestMigrateHelperProcess(t *testing.T) {
+	args := os.Getenv("JANUS_MIGRATE_ARGS")
+	if args == "" {
+		t.Skip("the child process of TestMigrateLargeTree")
+	}
+	if err := runMigrate(context.Background(), strings.Fields(args), os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(0)
 }

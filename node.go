@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,7 +16,11 @@ import (
 	"github.com/januskv/janus/core"
 	"github.com/januskv/janus/etcdapi"
 	"github.com/januskv/janus/internal/accept"
+	"github.com/januskv/janus/internal/httpguard"
+	"github.com/januskv/janus/internal/metrics"
+	"github.com/januskv/janus/internal/tlsfiles"
 	"github.com/januskv/janus/server"
+	"github.com/januskv/janus/zab"
 	"github.com/januskv/janus/zkapi"
 )
 
@@ -26,8 +31,10 @@ type node struct {
 	etcd   *etcdapi.Server
 	zk     *zkapi.Server
 	http   *http.Server
-	addrs  Addrs
-	served chan error
+	// metricsHTTP serve /metrics and health on --listen-metrics-urls.
+	metricsHTTP []*http.Server
+	addrs       Addrs
+	served      chan error
 }
 
 // listen opens a TCP listener with a one-line error a person can act on.
@@ -43,7 +50,24 @@ func listen(what, addr string) (net.Listener, error) {
 }
 
 func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
-	// Listen first: a port in use should fail before the data dir is touched.
+	// Certificates first: a wrong path should fail before anything starts.
+	var clientTLS, peerTLS *tlsfiles.Source
+	if cfg.ClientTLS.Enabled() {
+		clientTLS, err = tlsfiles.New(cfg.ClientTLS.Files, tlsfiles.Options{ClientCertAuth: cfg.ClientTLS.ClientCertAuth, CipherSuites: cfg.CipherSuites}, logger.With("tls", "client"))
+		if err != nil {
+			return nil, fmt.Errorf("client TLS: %w", err)
+		}
+	}
+	var zabTLS *zab.PeerTLS
+	if cfg.PeerTLS.Enabled() {
+		peerTLS, err = tlsfiles.New(cfg.PeerTLS.Files, tlsfiles.Options{ClientCertAuth: true, CipherSuites: cfg.CipherSuites}, logger.With("tls", "peer"))
+		if err != nil {
+			return nil, fmt.Errorf("peer TLS: %w", err)
+		}
+		zabTLS = &zab.PeerTLS{Server: peerTLS.ServerConfig(), Client: peerTLS.ClientConfig}
+	}
+
+	// Listen next: a port in use should fail before the data dir is touched.
 	var listeners []net.Listener
 	defer func() {
 		if err != nil {
@@ -52,23 +76,43 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 			}
 		}
 	}()
-	var ls [3]net.Listener
-	for i, spec := range []struct{ what, addr string }{{"etcd", cfg.EtcdListen}, {"zk", cfg.ZKListen}, {"http", cfg.HTTPListen}} {
+	// ls holds the etcd, ZooKeeper, ZooKeeper TLS and HTTP listeners; an
+	// address left empty leaves its port off.
+	var ls [4]net.Listener
+	var bound [4]string
+	for i, spec := range []struct{ what, addr string }{{"etcd", cfg.EtcdListen}, {"zk", cfg.ZKListen}, {"zk-secure", cfg.ZKSecureListen}, {"http", cfg.HTTPListen}} {
+		if spec.addr == "" && (spec.what == "zk" || spec.what == "zk-secure") {
+			continue
+		}
 		l, err := listen(spec.what, spec.addr)
 		if err != nil {
 			return nil, err
 		}
-		ls[i] = l
+		ls[i], bound[i] = l, l.Addr().String()
 		listeners = append(listeners, l)
 	}
-	addrs := Addrs{Etcd: ls[0].Addr().String(), ZK: ls[1].Addr().String(), HTTP: ls[2].Addr().String()}
+	addrs := Addrs{Etcd: bound[0], ZK: bound[1], ZKSecure: bound[2], HTTP: bound[3]}
+	var metricsLs []net.Listener
+	for _, addr := range cfg.MetricsListen {
+		l, err := listen("metrics", addr)
+		if err != nil {
+			return nil, err
+		}
+		metricsLs = append(metricsLs, l)
+		listeners = append(listeners, l)
+		addrs.Metrics = append(addrs.Metrics, l.Addr().String())
+	}
 
+	scheme := "http://"
+	if clientTLS != nil {
+		scheme = "https://"
+	}
 	etcdAddr := firstOf(cfg.AdvertiseEtcd, cfg.PeerEtcd[cfg.ID], addrs.Etcd)
-	zkAddr := firstOf(cfg.AdvertiseZK, cfg.PeerZK[cfg.ID], addrs.ZK)
+	zkAddr := firstOf(cfg.AdvertiseZK, cfg.PeerZK[cfg.ID], addrs.ZK, addrs.ZKSecure)
 	clients := map[uint64]server.ClientAddrs{}
 	for id, a := range cfg.PeerEtcd {
 		c := clients[id]
-		c.EtcdURL = "http://" + a
+		c.EtcdURL = scheme + a
 		clients[id] = c
 	}
 	for id, a := range cfg.PeerZK {
@@ -80,14 +124,16 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("--auth-token: %w", err)
 	}
+	reg := metrics.New()
 	member, err := server.OpenMember(server.MemberConfig{
 		DataDir:              cfg.DataDir,
 		Logger:               logger,
 		ID:                   cfg.ID,
-		EtcdURL:              "http://" + etcdAddr,
+		EtcdURL:              scheme + etcdAddr,
 		ZKAddr:               zkAddr,
 		Peers:                cfg.Peers,
 		Observers:            cfg.Observers,
+		PeerTLS:              zabTLS,
 		Clients:              clients,
 		ElectionTimeout:      cfg.ElectionTimeout,
 		HeartbeatInterval:    cfg.HeartbeatInterval,
@@ -95,46 +141,71 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 		ApplyFault:           cfg.applyFault,
 		CorruptCheckInterval: cfg.CorruptCheckTime,
 		InitialCorruptCheck:  cfg.InitialCorruptCheck,
+		SpaceReserve:         cfg.SpaceReserve,
+		Observer:             reg,
+		QuotaBackendBytes:    cfg.QuotaBackendBytes,
+		AutoCompaction:       cfg.AutoCompaction,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
 	}
-	n = &node{log: logger, member: member, addrs: addrs, served: make(chan error, 3)}
+	n = &node{log: logger, member: member, addrs: addrs, served: make(chan error, 4+len(metricsLs))}
 	var backend core.Backend = member
 	if cfg.wrapBackend != nil {
 		backend = cfg.wrapBackend(member)
 	}
+	health := &healthChecks{b: backend, log: logger.With("face", "http"), timeout: healthTimeout(cfg)}
+	// What etcd serves next to gRPC on its client port and on
+	// --listen-metrics-urls: /metrics and the health endpoints.
+	metricsMux := http.NewServeMux()
+	metricsMux.Handle("/metrics", reg.Handler())
+	health.register(metricsMux)
 	n.etcd = etcdapi.New(backend, etcdapi.Config{
 		Logger:                 logger.With("face", "etcd"),
 		MaxRequestBytes:        cfg.MaxRequestBytes,
 		ProgressNotifyInterval: cfg.WatchProgressNotify,
+		Metrics:                reg.Registerer(),
+		HTTPHandler:            metricsMux,
 		Tokens:                 tokens,
 		BcryptCost:             cfg.BcryptCost,
+		ClientCertAuth:         cfg.ClientTLS.ClientCertAuth,
 	})
 	n.zk = zkapi.New(backend, zkapi.Config{
-		Logger:              logger.With("face", "zookeeper"),
-		TickTime:            cfg.TickTime,
-		MinSessionTimeout:   cfg.MinSessionTimeout,
-		MaxSessionTimeout:   cfg.MaxSessionTimeout,
-		FourLetterWhitelist: splitList(cfg.FourLetterWords),
-		ReaperInterval:      cfg.ReaperInterval,
-		MaxBuffer:           cfg.MaxBuffer,
-		MaxClientConns:      cfg.MaxClientConns,
-		MaxConns:            cfg.MaxConns,
+		Logger:               logger.With("face", "zookeeper"),
+		TickTime:             cfg.TickTime,
+		MinSessionTimeout:    cfg.MinSessionTimeout,
+		MaxSessionTimeout:    cfg.MaxSessionTimeout,
+		FourLetterWhitelist:  splitList(cfg.FourLetterWords),
+		ReaperInterval:       cfg.ReaperInterval,
+		MaxBuffer:            cfg.MaxBuffer,
+		MaxClientConns:       cfg.MaxClientConns,
+		MaxConns:             cfg.MaxConns,
+		DisableExtendedTypes: cfg.DisableExtendedTypes,
+		EnforceQuota:         cfg.EnforceQuota,
 	})
+	reg.WatchMember(member, metrics.MemberOptions{Version: etcdapi.DefaultVersion})
+	reg.WatchZooKeeper(n.zk)
 	mux := http.NewServeMux()
-	health := &healthChecks{b: backend, log: logger.With("face", "http"), timeout: healthTimeout(cfg)}
 	health.register(mux)
+	mux.Handle("/metrics", reg.Handler())
 	mux.Handle("/v3/", n.etcd.GatewayHandler())
 	mux.Handle("/commands/", n.zk.AdminHandler())
 	mux.Handle("/commands", n.zk.AdminHandler())
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	if cfg.EnablePprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	n.http = &http.Server{
-		Handler:           mux,
+		Handler: httpguard.Wrap(mux, httpguard.Config{
+			HostWhitelist: cfg.HostWhitelist,
+			ListenAddr:    cfg.HTTPListen,
+			CORS:          cfg.CORS,
+			JSONPrefix:    "/v3/",
+			Logger:        logger.With("face", "http"),
+		}),
 		ReadHeaderTimeout: httpReadHeaderTimeout,
 		ReadTimeout:       httpReadTimeout,
 		ErrorLog:          slog.NewLogLogger(logger.With("face", "http").Handler(), slog.LevelDebug),
@@ -142,9 +213,40 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 
 	// Both faces ride out temporary accept errors themselves; net/http
 	// would too, but logs each retry: this logs a burst once.
-	httpL := accept.Patient(ls[2], logger.With("face", "http"))
-	go func() { n.served <- n.etcd.Serve(ls[0]) }()
-	go func() { n.served <- n.zk.Serve(ls[1]) }()
+	var httpInner net.Listener = ls[3]
+	if clientTLS != nil {
+		httpInner = tls.NewListener(httpInner, clientTLS.ServerConfig("h2", "http/1.1"))
+	}
+	httpL := accept.Patient(httpInner, logger.With("face", "http"))
+	if clientTLS != nil {
+		// h2 is gRPC; http/1.1 is /metrics and health, as on a plaintext port.
+		go func() { n.served <- n.etcd.ServeTLS(ls[0], clientTLS.ServerConfig("h2", "http/1.1")) }()
+	} else {
+		go func() { n.served <- n.etcd.Serve(ls[0]) }()
+	}
+	if ls[1] != nil {
+		go func() { n.served <- n.zk.Serve(ls[1]) }()
+	}
+	if ls[2] != nil {
+		go func() { n.served <- n.zk.Serve(tls.NewListener(ls[2], clientTLS.ServerConfig())) }()
+	}
+	for _, l := range metricsLs {
+		hs := &http.Server{
+			Handler:           metricsMux,
+			ReadHeaderTimeout: httpReadHeaderTimeout,
+			ReadTimeout:       httpReadTimeout,
+			ErrorLog:          slog.NewLogLogger(logger.With("face", "metrics").Handler(), slog.LevelDebug),
+		}
+		n.metricsHTTP = append(n.metricsHTTP, hs)
+		l := accept.Patient(l, logger.With("face", "metrics"))
+		go func() {
+			err := hs.Serve(l)
+			if errors.Is(err, http.ErrServerClosed) {
+				err = nil
+			}
+			n.served <- err
+		}()
+	}
 	go func() {
 		err := n.http.Serve(httpL)
 		if errors.Is(err, http.ErrServerClosed) {
@@ -165,11 +267,10 @@ func firstOf(ss ...string) string {
 	return ""
 }
 
+// splitList splits a comma-separated flag value; "" gives an empty,
+// non-nil list (so an empty 4lw whitelist serves none, not every word).
 func splitList(s string) []string {
-	if s == "" || s == "*" {
-		return nil
-	}
-	var out []string
+	out := []string{}
 	for _, w := range strings.Split(s, ",") {
 		if w = strings.TrimSpace(w); w != "" {
 			out = append(out, w)
@@ -198,6 +299,10 @@ func (n *node) Close() error {
 	defer cancel()
 	n.etcd.Stop()
 	n.zk.Close()
-	errHTTP := n.http.Shutdown(ctx)
-	return errors.Join(errHTTP, n.member.Close())
+	errs := []error{n.http.Shutdown(ctx)}
+	for _, hs := range n.metricsHTTP {
+		errs = append(errs, hs.Shutdown(ctx))
+	}
+	errs = append(errs, n.member.Close())
+	return errors.Join(errs...)
 }

@@ -29,11 +29,15 @@ func Apply(ov *Overlay, e *Entry) (*Result, *Batch, error) {
 		// refused: a revoked permission never acts.
 		refused = meta.AuthState().stale(e.Op.AuthCheck)
 	}
+	if refused == nil {
+		// While NOSPACE is active only what shrinks the state runs.
+		refused = CheckSpace(meta.Alarms, &e.Op)
+	}
 	switch op := e.Op; {
 	case refused != nil:
 		res = &Result{Err: refused}
 	case op.Txn != nil:
-		res, err = a.txn(op.Txn)
+		res, err = a.txn(op.Txn, nil)
 	case op.LeaseGrant != nil:
 		res, err = a.leaseGrant(op.LeaseGrant)
 	case op.LeaseRevoke != nil:
@@ -163,13 +167,27 @@ func (a *applier) seenRev() int64 {
 	return a.meta.Rev
 }
 
-func (a *applier) txn(t *Txn) (*Result, error) {
+// txn runs t. A nested Txn without an Auth of its own acts with the
+// identity of the Txn around it (inherited): nesting never sheds an ACL
+// check.
+func (a *applier) txn(t *Txn, inherited []ID) (*Result, error) {
+	auth := t.Auth
+	if auth == nil {
+		auth = inherited
+	}
 	if a.top == nil {
 		// etcd decides the branch of every nested Txn from the state
 		// before the outer Txn runs any op: nested compares do not see
 		// the writes of the ops before them.
 		if err := a.decide(t); err != nil {
 			return nil, err
+		}
+		refused, err := a.precheck(t)
+		if err != nil {
+			return nil, err
+		}
+		if refused != nil {
+			return &Result{Err: refused}, nil
 		}
 	}
 	ok := a.branch(t)
@@ -179,7 +197,7 @@ func (a *applier) txn(t *Txn) (*Result, error) {
 	}
 	res := &Result{Succeeded: ok, Ops: make([]OpResult, 0, len(ops))}
 	for i := range ops {
-		r, opErr, err := a.op(&ops[i], t.Auth)
+		r, opErr, err := a.op(&ops[i], auth)
 		if err != nil {
 			return nil, err
 		}
@@ -199,7 +217,12 @@ func (a *applier) op(op *TxnOp, auth []ID) (OpResult, error, error) {
 		opts := RangeOptions{}
 		if op.Range != nil {
 			opts = *op.Range
-			opts.Rev = 0
+		}
+		if opts.Rev != 0 {
+			// precheck has found the revision readable; its data is
+			// history, which the member answering the client reads from
+			// a View at that revision (see RangeOptions.Rev).
+			return OpResult{Kind: OpRange}, nil, nil
 		}
 		if refused, err := CheckRangeACL(a.ov, op.Key, op.End, auth); refused != nil || err != nil {
 			return OpResult{}, refused, err
@@ -214,7 +237,7 @@ func (a *applier) op(op *TxnOp, auth []ID) (OpResult, error, error) {
 		if op.Txn == nil {
 			return OpResult{}, errCode(CodeBadArguments, nil), nil
 		}
-		sub, err := a.txn(op.Txn)
+		sub, err := a.txn(op.Txn, auth)
 		if err != nil {
 			return OpResult{}, nil, err
 		}
@@ -263,6 +286,69 @@ func (a *applier) decide(t *Txn) error {
 		}
 	}
 	return nil
+}
+
+// precheck refuses, before any op of the outermost Txn t runs, what etcd
+// refuses before running a Txn (its checkTxn): walking the branches that
+// will run, in order, a range at a revision in the future or below the
+// compaction point, a put of a lease that does not exist, and a put that
+// keeps the value or lease of a key that does not exist. All of it is read
+// from the state before the Txn, so a refused Txn changes nothing.
+func (a *applier) precheck(t *Txn) (error, error) {
+	ops := t.Success
+	if !a.branch(t) {
+		ops = t.Failure
+	}
+	for i := range ops {
+		op := &ops[i]
+		var refused error
+		var err error
+		switch op.Kind {
+		case OpRange:
+			if op.Range != nil {
+				refused = checkRangeRev(a.meta, op.Range.Rev)
+			}
+		case OpPut:
+			refused, err = a.checkPut(op)
+		case OpTxn:
+			if op.Txn != nil {
+				refused, err = a.precheck(op.Txn)
+			}
+		}
+		if err != nil || refused != nil {
+			return refused, err
+		}
+	}
+	return nil, nil
+}
+
+// checkRangeRev refuses a read at a revision the state m cannot show.
+func checkRangeRev(m Meta, rev int64) error {
+	switch {
+	case rev == 0:
+		return nil
+	case rev > m.Rev:
+		return ErrFutureRev
+	case rev < m.CompactRev:
+		return ErrCompacted
+	}
+	return nil
+}
+
+func (a *applier) checkPut(op *TxnOp) (error, error) {
+	if op.Lease != 0 {
+		le, err := a.ov.Lease(op.Lease)
+		if err != nil || le == nil {
+			return errCode(CodeLeaseNotFound, op.Key), err
+		}
+	}
+	if op.IgnoreValue || op.IgnoreLease {
+		n, err := a.ov.Node(op.Key)
+		if err != nil || n == nil {
+			return errCode(CodeKeyNotFound, op.Key), err
+		}
+	}
+	return nil, nil
 }
 
 // compares evaluates etcd compares in order; all must hold.
@@ -417,12 +503,15 @@ func (a *applier) writeNode(prev, n *Node) error {
 	wasImplicit := false
 	if prev == nil && IsTreePath(n.Key) && string(n.Key) != RootPath {
 		// An implicit node becoming a stored one is already in the tree.
+		// A system node was visible too, but is linked into its parent's
+		// child index only while stored (system.go).
 		d, err := a.ov.Dir(n.Key)
 		if err != nil {
 			return err
 		}
-		wasImplicit = d != nil && d.NumChildren > 0
-		if !wasImplicit {
+		system := IsSystemPath(n.Key)
+		wasImplicit = system || d != nil && d.NumChildren > 0
+		if system || !wasImplicit {
 			if err := a.treeAdd(n.Key); err != nil {
 				return err
 			}
@@ -444,6 +533,11 @@ func (a *applier) removeNode(prev *Node) error {
 	a.events = append(a.events, Event{Type: EventDelete, Node: &Node{Key: key, ModRev: a.rev}, Prev: prev})
 	if !IsTreePath(key) || string(key) == RootPath {
 		return nil
+	}
+	if IsSystemPath(key) {
+		// It stays in the tree, with its children, unlinked from its
+		// parent as system nodes are while not stored (system.go).
+		return a.treeRemove(key)
 	}
 	d, err := a.ov.Dir(key)
 	if err != nil {
@@ -475,7 +569,7 @@ func (a *applier) treeAdd(path []byte) error {
 	if d != nil {
 		nd = *d
 	}
-	visible := string(parent) == RootPath || nd.NumChildren > 0
+	visible := string(parent) == RootPath || IsSystemPath(parent) || nd.NumChildren > 0
 	if !visible {
 		pn, err := a.ov.Node(parent)
 		if err != nil {
@@ -515,7 +609,7 @@ func (a *applier) treeRemove(path []byte) error {
 	nd.Cversion++
 	nd.Pzxid = a.rev
 	a.ov.putChild(parent, BaseName(path), false)
-	if nd.NumChildren == 0 && string(parent) != RootPath {
+	if nd.NumChildren == 0 && string(parent) != RootPath && !IsSystemPath(parent) {
 		pn, err := a.ov.Node(parent)
 		if err != nil {
 			return err
@@ -886,11 +980,14 @@ func (a *applier) compact(c *Compact) *Result {
 	if c.Rev > a.meta.Rev {
 		return &Result{Err: ErrFutureRev}
 	}
-	if c.Rev <= a.meta.CompactRev {
+	// As etcd, whose compaction point starts at -1: compacting to 0 is
+	// accepted once, on a store never compacted.
+	if c.Rev < 0 || c.Rev <= a.meta.CompactRev && a.meta.Compacted {
 		return &Result{Err: ErrCompacted}
 	}
-	a.meta.CompactRev = c.Rev
+	a.meta.CompactRev, a.meta.Compacted = c.Rev, true
 	a.compactTo = c.Rev
+	a.metaChanged = true
 	return &Result{}
 }
 

@@ -409,6 +409,21 @@ func TestCompactBounds(t *testing.T) {
 	if !errors.Is(res.Err, core.ErrFutureRev) {
 		t.Fatalf("compact beyond the revision: %v", res.Err)
 	}
+	// etcd takes a compaction to 0 once, on a store never compacted,
+	// and the flag saying so must survive the stored form.
+	for i, want := range []core.Code{core.CodeOK, core.CodeCompacted} {
+		res, _ = h.apply(core.Op{Compact: &core.Compact{Rev: 0}})
+		if got := core.CodeOf(res.Err); got != want {
+			t.Fatalf("compact to 0, time %d: %v, want code %v", i+1, res.Err, want)
+		}
+		m, _ := h.m.Meta()
+		if back, err := core.DecodeMeta(core.AppendMeta(nil, m)); err != nil || back.Compacted != m.Compacted || !m.Compacted {
+			t.Fatalf("meta round trip of %+v: %+v, %v", m, back, err)
+		}
+	}
+	if res, _ = h.apply(core.Op{Compact: &core.Compact{Rev: -1}}); !errors.Is(res.Err, core.ErrCompacted) {
+		t.Fatalf("compact to -1: %v", res.Err)
+	}
 	res, b := h.apply(core.Op{Compact: &core.Compact{Rev: 2}})
 	if res.Err != nil || b.Compact != 2 {
 		t.Fatalf("compact: %v %+v", res.Err, b)
@@ -451,5 +466,57 @@ func TestSequentialCreateOfADirectoryPath(t *testing.T) {
 	res := h.zk(op)
 	if res.Err != nil || string(res.Ops[0].Path) != "/q/0000000000" {
 		t.Fatalf("create -s /q/: %+v", res)
+	}
+}
+
+// TestTxnRangeAtRevisionIsCheckedFirst: a range at a revision the state
+// cannot show refuses the whole Txn before any op runs, so its writes are
+// not made, whichever branch or nesting level the range sits in; a readable
+// one is left for the caller to read at that revision.
+func TestTxnRangeAtRevisionIsCheckedFirst(t *testing.T) {
+	at := func(rev int64) core.TxnOp {
+		return core.TxnOp{Kind: core.OpRange, Key: []byte("a"), Range: &core.RangeOptions{Rev: rev}}
+	}
+	nested := func(ops ...core.TxnOp) core.TxnOp {
+		return core.TxnOp{Kind: core.OpTxn, Txn: &core.Txn{Success: ops}}
+	}
+	for _, tc := range []struct {
+		name string
+		ops  []core.TxnOp
+		want core.Code
+	}{
+		{"future", []core.TxnOp{put("w", "x"), at(5)}, core.CodeFutureRev},
+		{"compacted", []core.TxnOp{put("w", "x"), at(2)}, core.CodeCompacted},
+		{"nested compacted", []core.TxnOp{put("w", "x"), nested(put("v", "y"), at(1))}, core.CodeCompacted},
+		{"first refusal wins", []core.TxnOp{at(9), at(1)}, core.CodeFutureRev},
+		{"missing lease before the range", []core.TxnOp{{Kind: core.OpPut, Key: []byte("w"), Lease: 7}, at(9)}, core.CodeLeaseNotFound},
+		{"compaction point", []core.TxnOp{put("w", "x"), at(3)}, core.CodeOK},
+		{"current", []core.TxnOp{put("w", "x"), at(4)}, core.CodeOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.txn(put("a", "1"))
+			h.txn(put("a", "2"))
+			h.txn(put("a", "3")) // revision 4
+			if res, _ := h.apply(core.Op{Compact: &core.Compact{Rev: 3}}); res.Err != nil {
+				t.Fatalf("compact: %v", res.Err)
+			}
+			res := h.txn(tc.ops...)
+			if got := core.CodeOf(res.Err); got != tc.want {
+				t.Fatalf("txn: %v (code %v), want code %v", res.Err, got, tc.want)
+			}
+			if tc.want != core.CodeOK {
+				if h.rev() != 4 || h.node("w") != nil || h.node("v") != nil {
+					t.Fatalf("a refused Txn wrote: rev %d", h.rev())
+				}
+				return
+			}
+			if h.node("w") == nil {
+				t.Fatal("an accepted Txn did not write")
+			}
+			if r := res.Ops[1]; r.Kind != core.OpRange || r.Nodes != nil || r.Count != 0 {
+				t.Fatalf("a range at a revision read the current state: %+v", r)
+			}
+		})
 	}
 }

@@ -33,6 +33,9 @@ type Backend interface {
 	Leases() Lessor
 	// Status describes the member.
 	Status() Status
+	// Defragment gives back the disk space that deletes and compactions
+	// freed in this member's store (etcd's defrag); it changes no state.
+	Defragment(ctx context.Context) error
 	// Alarms are the active alarms, the same on every member (etcd's
 	// alarm list). A CORRUPT alarm naming this member, or member 0, means
 	// it refuses to serve clients (ErrCorrupt).
@@ -85,7 +88,10 @@ type Status struct {
 	Rev          int64
 	CompactRev   int64
 	DBSize       int64
-	Members      []Member
+	// QuotaBytes is the space quota (etcd's --quota-backend-bytes), 0
+	// for none.
+	QuotaBytes int64
+	Members    []Member
 	// Err is why the member stopped applying the log (an I/O or apply
 	// failure), nil while it runs. A stopped member serves nothing more.
 	Err error

@@ -282,15 +282,21 @@ func AppendMeta(b []byte, m Meta) []byte {
 	e.byte(formatV1)
 	e.i(m.Rev)
 	e.i(m.CompactRev)
-	// Alarms follow only when there are any (or an auth store follows
-	// them), so records written before alarms existed decode unchanged;
-	// the auth store likewise.
-	if len(m.Alarms) > 0 || m.Auth != nil {
+	// Alarms follow only when there are any, the compacted flag only
+	// when it says more than CompactRev does (a compaction to 0), and the
+	// auth store only once it was ever changed; each is written when a
+	// later one is, so records written before any of them existed decode
+	// unchanged.
+	zeroCompacted := m.Compacted && m.CompactRev == 0
+	if len(m.Alarms) > 0 || zeroCompacted || m.Auth != nil {
 		e.u(uint64(len(m.Alarms)))
 		for _, a := range m.Alarms {
 			e.u(a.Member)
 			e.byte(byte(a.Type))
 		}
+	}
+	if zeroCompacted || m.Auth != nil {
+		e.bool(zeroCompacted)
 	}
 	if m.Auth != nil {
 		e.b = appendAuth(e.b, m.Auth)
@@ -379,6 +385,10 @@ func DecodeMeta(b []byte) (Meta, error) {
 			m.Alarms[i] = Alarm{Member: d.u(), Type: AlarmType(d.byte())}
 		}
 	}
+	if d.err == nil && len(d.b) > 0 {
+		m.Compacted = d.bool()
+	}
+	m.Compacted = m.Compacted || m.CompactRev > 0
 	if d.err == nil && len(d.b) > 0 {
 		m.Auth = d.auth()
 	}

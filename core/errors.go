@@ -27,6 +27,9 @@ const (
 	CodeKeyTooLong // a key or path over MaxKeyBytes
 	CodeTooLarge   // a record over MaxRecordBytes
 	CodeTooDeep    // Txns nested over MaxTxnDepth
+	// CodeNoSpace: a NOSPACE alarm is active and the op would grow the
+	// state (see CheckSpace).
+	CodeNoSpace
 	// etcd auth store refusals (see auth.go), one per etcd error.
 	CodeAuthOldRevision
 	CodeAuthUserEmpty
@@ -62,6 +65,7 @@ var codeNames = [...]string{
 	CodeKeyTooLong:               "key is too long",
 	CodeTooLarge:                 "request is too large",
 	CodeTooDeep:                  "transactions nested too deeply",
+	CodeNoSpace:                  "database space exceeded",
 	CodeAuthOldRevision:          "auth revision is old",
 	CodeAuthUserEmpty:            "user name is empty",
 	CodeAuthUserExists:           "user already exists",

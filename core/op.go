@@ -193,7 +193,11 @@ const (
 
 // RangeOptions are etcd's RangeRequest options.
 type RangeOptions struct {
-	Rev          int64 // 0 for the current revision; only honoured by reads outside a Txn
+	// Rev is the revision to read at, 0 for the current one. Inside a
+	// Txn, Apply only checks that the revision is readable (refusing the
+	// whole Txn otherwise) and leaves the range's result empty: the
+	// caller answering the client reads it from a View at Rev.
+	Rev          int64
 	Limit        int64
 	SortOrder    SortOrder
 	SortTarget   SortTarget

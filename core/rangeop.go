@@ -34,6 +34,17 @@ func DoRange(v View, key, end []byte, opts RangeOptions) (OpResult, error) {
 			(opts.MaxCreateRev != 0 && n.CreateRev > opts.MaxCreateRev) ||
 			(opts.MinCreateRev != 0 && n.CreateRev < opts.MinCreateRev)
 	})
+	sortNodes(nodes, opts)
+	if opts.Limit > 0 && int64(len(nodes)) > opts.Limit {
+		nodes = nodes[:opts.Limit]
+		res.More = true
+	}
+	res.Nodes = keysOnly(nodes, opts)
+	return res, nil
+}
+
+// sortNodes orders nodes (read in key order) as etcd orders a range's.
+func sortNodes(nodes []*Node, opts RangeOptions) {
 	order := opts.SortOrder
 	switch {
 	case opts.SortTarget != SortByKey && order == SortNone:
@@ -50,10 +61,9 @@ func DoRange(v View, key, end []byte, opts RangeOptions) (OpResult, error) {
 		}
 		sort.Sort(s)
 	}
-	if opts.Limit > 0 && int64(len(nodes)) > opts.Limit {
-		nodes = nodes[:opts.Limit]
-		res.More = true
-	}
+}
+
+func keysOnly(nodes []*Node, opts RangeOptions) []*Node {
 	if opts.KeysOnly {
 		for i, n := range nodes {
 			c := *n
@@ -61,8 +71,38 @@ func DoRange(v View, key, end []byte, opts RangeOptions) (OpResult, error) {
 			nodes[i] = &c
 		}
 	}
-	res.Nodes = nodes
-	return res, nil
+	return nodes
+}
+
+// RangeChunk reads one chunk of a streamed etcd range (RangeStream): the
+// first opts.Limit stored nodes of the range in key order (all of them if
+// opts.Limit <= 0), and whether more follow. Unlike DoRange it stops
+// reading one node past the limit and does not count the rest. As in
+// etcd's Range, on which its RangeStream is built, a sort target other
+// than the key with no order sorts the nodes read (the limit's and the one
+// past it) before the limit applies; the caller refuses the other sorts
+// and the revision filters.
+func RangeChunk(v View, key, end []byte, opts RangeOptions) (nodes []*Node, more bool, err error) {
+	err = rangeNodes(v, key, end, func(n *Node) bool {
+		nodes = append(nodes, n)
+		return opts.Limit <= 0 || int64(len(nodes)) <= opts.Limit
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	sortNodes(nodes, opts)
+	if opts.Limit > 0 && int64(len(nodes)) > opts.Limit {
+		nodes, more = nodes[:opts.Limit], true
+	}
+	return keysOnly(nodes, opts), more, nil
+}
+
+// CountRange returns the number of stored nodes an etcd key/range_end pair
+// names.
+func CountRange(v View, key, end []byte) (int64, error) {
+	var n int64
+	err := rangeNodes(v, key, end, func(*Node) bool { n++; return true })
+	return n, err
 }
 
 func pruneNodes(nodes []*Node, drop func(*Node) bool) []*Node {

@@ -119,6 +119,9 @@ type Session struct {
 type Meta struct {
 	Rev        int64 // current revision; 1 on a brand-new store
 	CompactRev int64 // oldest revision still readable; 0 if never compacted
+	// Compacted says a Compact was applied, one to revision 0 too: etcd
+	// accepts compacting to 0 once, then refuses it as compacted.
+	Compacted bool
 	// Alarms are the active alarms, ordered by member then type. They are
 	// replicated so that every member lists the same ones.
 	Alarms []Alarm

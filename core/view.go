@@ -33,8 +33,9 @@ type View interface {
 }
 
 // TreeNode returns what ZooKeeper sees at a tree path: the stored node, or
-// the implicit parent synthesized from its Dir, or nil. The root always
-// exists. The Dir is returned too, for the node's Stat.
+// the implicit parent synthesized from its Dir, or nil. The root and the
+// system nodes (see system.go) always exist. The Dir is returned too, for
+// the node's Stat, with the system nodes counted among the children.
 func TreeNode(v View, path []byte) (*Node, *Dir, error) {
 	n, err := v.Node(path)
 	if err != nil {
@@ -44,14 +45,21 @@ func TreeNode(v View, path []byte) (*Node, *Dir, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if n != nil {
+	if d, err = withSystemChildren(v, path, d); err != nil {
+		return nil, nil, err
+	}
+	switch {
+	case n != nil:
 		return n, d, nil
-	}
-	if d != nil && (d.NumChildren > 0 || string(path) == RootPath) {
-		return implicitNode(path, d), d, nil
-	}
-	if string(path) == RootPath {
+	case string(path) == RootPath:
+		if d != nil {
+			return implicitNode(path, d), d, nil
+		}
 		return &Node{Key: []byte(RootPath), Implicit: true}, d, nil
+	case IsSystemPath(path):
+		return systemNode(path), d, nil
+	case d != nil && d.NumChildren > 0:
+		return implicitNode(path, d), d, nil
 	}
 	return nil, nil, nil
 }

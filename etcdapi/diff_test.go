@@ -36,11 +36,9 @@ var (
 // over every key sees. Member and cluster IDs differ by nature; lease IDs
 // are compared through the order in which the leases were granted.
 //
-// Every request shape is drawn, ranges at a revision inside a Txn too. Janus
-// answers those at the Txn's own revision (issue 14), so their range
-// results alone are left out of the comparison, openly (see blankRevReads),
-// and TestTxnRangeAtRevisionIsAKnownDifference checks the difference is
-// still there.
+// Every request shape is drawn, ranges at a revision inside a Txn too (at
+// past, compacted and future revisions, in read-only Txns and in Txns that
+// also write), and TestTxnRangeAtRevision covers those one by one.
 //
 // The fixed seeds run first; then, unless -etcdapi.diff-rotate=false, one
 // seed from the clock, so each run also covers new ground. A failure names
@@ -71,9 +69,6 @@ type side struct {
 	c      *clientv3.Client
 	leases []int64
 	events []*mvccpb.Event
-	// blanked counts the range results at a revision inside a Txn left out
-	// of the comparison (see blankRevReads).
-	blanked int
 }
 
 func (s *side) leaseIndex(id int64) int64 {
@@ -140,6 +135,7 @@ func runDifferential(t *testing.T, seed uint64, n int) {
 	pcg := rand.NewPCG(seed, seed^0xda3e39cb94b95bdb)
 	g := &opGen{pcg: pcg, rng: rand.New(pcg), rev: 1}
 	var history []string
+	refusedTxns := 0 // refused for a range at a compacted or future revision
 	for i := range n {
 		op := g.next()
 		var outs [2]string
@@ -154,6 +150,9 @@ func runDifferential(t *testing.T, seed uint64, n int) {
 			t.Fatalf("op %d (seed %d): %s\netcd:  %s\njanus: %s", i, seed, op.desc, outs[0], outs[1])
 		}
 		g.observe(op, outs[0])
+		if strings.HasPrefix(op.desc, "txn") && strings.Contains(outs[0], "required revision") {
+			refusedTxns++
+		}
 	}
 	// Every event up to the last revision, in the same order.
 	last, err := sides[0].c.Get(ctx, "health")
@@ -168,8 +167,8 @@ func runDifferential(t *testing.T, seed uint64, n int) {
 	if a != b {
 		t.Fatalf("watch events differ:\netcd:\n%s\njanus:\n%s", a, b)
 	}
-	t.Logf("seed %d: %d ops, final revision %d, %d events agree; %d range results at a revision inside a Txn not compared (issue 14)",
-		seed, n, last.Header.Revision, len(sides[0].events), sides[0].blanked)
+	t.Logf("seed %d: %d ops (%d ranges at a revision inside a Txn, %d Txns refused for one), final revision %d, %d events agree",
+		seed, n, g.txnRevReads, refusedTxns, last.Header.Revision, len(sides[0].events))
 }
 
 func eventsText(s *side) string {
@@ -282,6 +281,8 @@ type opGen struct {
 	rev        int64      // a guess at the current revision, from the last answer
 	compactRev int64
 	nLeases    int64
+	// txnRevReads counts the ranges at a revision drawn inside a Txn.
+	txnRevReads int
 }
 
 var diffKeys = []string{"a", "b", "c", "foo", "foo/bar", "foo/baz", "foo0", "zz", "/x", "/x/y", "/x/y/z", "/q/r", "health"}
@@ -367,17 +368,11 @@ func (g *opGen) rangeOpts(inTxn bool) ([]clientv3.OpOption, string) {
 		desc = append(desc, fmt.Sprint("revfilter ", r))
 	}
 	if g.rng.IntN(5) == 0 {
-		// Outside a Txn any revision, compacted and future ones too. Inside
-		// one, a revision etcd accepts (from the compaction point to the
-		// current one): Janus reads a Txn's ranges at the Txn's revision
-		// (issue 14), so it neither refuses the others, as etcd does, nor
-		// answers these as etcd does; blankRevReads leaves their results
-		// out of the comparison, and TestTxnRangeAtRevisionIsAKnownDifference
-		// covers the refused ones.
+		// Any revision: compacted, readable and future ones, the same
+		// inside a Txn as outside one.
 		r := max(g.compactRev-1, 1) + g.rng.Int64N(g.rev-g.compactRev+4)
 		if inTxn {
-			lo := max(g.compactRev, 1)
-			r = lo + g.rng.Int64N(g.rev-lo+1)
+			g.txnRevReads++
 		}
 		opts = append(opts, clientv3.WithRev(r))
 		desc = append(desc, fmt.Sprint("rev=", r))
@@ -527,9 +522,11 @@ func (g *opGen) next() *diffOp {
 			return clientv3.OpTxn(cmps, then, els), fmt.Sprintf("txn{if %s then %s else %s}", cd, td, ed)
 		})
 	case r < 88:
-		// Never 0: etcd refuses a second compaction to 0, which Janus
-		// cannot tell from the first.
+		// 0 now and then: etcd takes it once, then refuses it.
 		rev := max(g.compactRev-1, 1) + g.rng.Int64N(max(g.rev-g.compactRev, 0)+3)
+		if g.rng.IntN(8) == 0 {
+			rev = 0
+		}
 		return &diffOp{desc: fmt.Sprint("compact ", rev), compact: rev, run: func(ctx context.Context, s *side) string {
 			resp, err := s.c.Compact(ctx, rev)
 			if err != nil {
@@ -587,10 +584,11 @@ func (g *opGen) leaseAware(draw func(leaseOf func(int64) int64) (clientv3.Op, st
 	state := *g.pcg // copy the generator state to replay the same draws
 	_, desc := draw(func(ref int64) int64 { return ref })
 	after := *g.pcg
+	drawn := g.txnRevReads
 	return &diffOp{desc: desc, run: func(ctx context.Context, s *side) string {
 		*g.pcg = state
 		op, _ := draw(s.leaseID)
-		*g.pcg = after
+		*g.pcg, g.txnRevReads = after, drawn
 		return runKV(ctx, s, op)
 	}}
 }
@@ -612,44 +610,9 @@ func runKV(ctx context.Context, s *side, op clientv3.Op) string {
 	case resp.Del() != nil:
 		return normalize(s, (*pb.DeleteRangeResponse)(resp.Del()))
 	case resp.Txn() != nil:
-		t := (*pb.TxnResponse)(resp.Txn())
-		if n := blankRevReads(op, t); n > 0 {
-			s.blanked += n
-		}
-		return normalize(s, t)
+		return normalize(s, (*pb.TxnResponse)(resp.Txn()))
 	}
 	return "empty response"
-}
-
-// blankRevReads replaces the result of every range at a revision inside
-// the Txn op (nested Txns too) with a marker, and returns how many it
-// replaced: Janus answers those at the Txn's own revision, not at the one
-// asked (issue 14, "reads at a revision inside a Txn"), so they are the one
-// part of a Txn the differential test does not compare. Everything else in
-// the response (the branch taken, every other result, the header) is.
-func blankRevReads(op clientv3.Op, resp *pb.TxnResponse) int {
-	_, then, els := op.Txn()
-	ops := els
-	if resp.Succeeded {
-		ops = then
-	}
-	n := 0
-	for i, o := range ops {
-		if i >= len(resp.Responses) {
-			break
-		}
-		switch {
-		case o.IsGet() && o.Rev() != 0:
-			resp.Responses[i] = &pb.ResponseOp{Response: &pb.ResponseOp_ResponseRange{ResponseRange: &pb.RangeResponse{
-				Header: resp.Responses[i].GetResponseRange().GetHeader(), Kvs: []*mvccpb.KeyValue{{Key: []byte("(read at a revision inside a Txn: not compared, issue 14)")}}}}}
-			n++
-		case o.IsTxn():
-			if nested := resp.Responses[i].GetResponseTxn(); nested != nil {
-				n += blankRevReads(o, nested)
-			}
-		}
-	}
-	return n
 }
 
 // observe learns the revision and compaction point from an agreed answer.
@@ -669,14 +632,12 @@ func (g *opGen) observe(op *diffOp, out string) {
 	}
 }
 
-// TestTxnRangeAtRevisionIsAKnownDifference pins down a known difference
-// from etcd, issue 14 ("reads at a revision inside a Txn"): etcd reads a
-// Txn's range at the revision it names, and refuses the whole Txn when that
-// revision is compacted or in the future; Janus reads it at the Txn's own
-// revision. The test fails once Janus agrees with etcd on any of these, so
-// whoever fixes issue 14 also drops blankRevReads and compares these reads
-// in the differential test.
-func TestTxnRangeAtRevisionIsAKnownDifference(t *testing.T) {
+// TestTxnRangeAtRevision compares, one case at a time, ranges at a
+// revision inside a Txn: etcd reads them at the revision named, and
+// refuses the whole Txn, writes and all, when that revision is compacted
+// or in the future. Each case runs in a read-only Txn, in one that also
+// writes (its put must then be refused too), and nested in another Txn.
+func TestTxnRangeAtRevision(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a real etcd")
 	}
@@ -687,43 +648,183 @@ func TestTxnRangeAtRevisionIsAKnownDifference(t *testing.T) {
 	var base int64
 	for _, s := range sides {
 		var rev int64
-		for _, v := range []string{"v1", "v2", "v3"} {
-			resp, err := s.c.Put(ctx, "k", v)
+		for _, kv := range [][2]string{{"k", "v1"}, {"j", "w1"}, {"k", "v2"}, {"j", "w2"}, {"k", "v3"}} {
+			resp, err := s.c.Put(ctx, kv[0], kv[1])
 			if err != nil {
 				t.Fatalf("%s: put: %v", s.name, err)
 			}
 			rev = resp.Header.Revision
 		}
-		if _, err := s.c.Compact(ctx, rev-1); err != nil {
+		if _, err := s.c.Compact(ctx, rev-2); err != nil {
 			t.Fatalf("%s: compact: %v", s.name, err)
 		}
 		if base != 0 && rev != base {
 			t.Fatalf("the servers start at different revisions: %d and %d", base, rev)
 		}
-		base = rev // k=v1@base-2, v2@base-1 (the compaction point), v3@base
+		base = rev
+	}
+	read := func(rev int64) clientv3.Op {
+		return clientv3.OpGet("", clientv3.WithPrefix(), clientv3.WithRev(rev))
 	}
 	for _, tc := range []struct {
 		name string
 		rev  int64
 	}{
+		// Refused ones first: they write nothing, so base stays the
+		// current revision until the accepted writing Txns move it.
+		{"the next revision", base + 1},
+		{"a future revision", base + 1000},
+		{"a compacted revision", base - 3},
+		{"the compaction point", base - 2},
 		{"an old revision", base - 1},
-		{"a compacted revision", base - 2},
-		{"a future revision", base + 10},
+		{"the revision before the Txns", base},
 	} {
-		op := clientv3.OpTxn(nil, []clientv3.Op{clientv3.OpGet("k", clientv3.WithRev(tc.rev))}, nil)
+		for _, shape := range []struct {
+			name string
+			op   clientv3.Op
+		}{
+			{"read-only", clientv3.OpTxn(nil, []clientv3.Op{read(tc.rev), clientv3.OpGet("k")}, nil)},
+			{"failure branch", clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Version("k"), "=", 0)}, nil, []clientv3.Op{read(tc.rev)})},
+			// The read after the put does not see it: it reads the
+			// revision named, not the Txn's own.
+			{"writing", clientv3.OpTxn(nil, []clientv3.Op{clientv3.OpPut("w", "x"), read(tc.rev)}, nil)},
+			{"nested", clientv3.OpTxn(nil, []clientv3.Op{clientv3.OpPut("n", "x"),
+				clientv3.OpTxn(nil, []clientv3.Op{clientv3.OpGet("k", clientv3.WithRev(tc.rev), clientv3.WithCountOnly())}, nil)}, nil)},
+		} {
+			var outs [2]string
+			for i, s := range sides {
+				resp, err := s.c.Do(ctx, shape.op)
+				if err != nil {
+					outs[i] = errText(err)
+					continue
+				}
+				outs[i] = normalize(s, (*pb.TxnResponse)(resp.Txn()))
+			}
+			if outs[0] != outs[1] {
+				t.Errorf("a range at %s (%d) in a %s Txn:\netcd:  %s\njanus: %s", tc.name, tc.rev, shape.name, outs[0], outs[1])
+			}
+		}
+	}
+}
+
+// TestCompactRefusals compares etcd's answers to compactions at revisions
+// already compacted, at 0 (taken once, on a store never compacted) and in
+// the future.
+func TestCompactRefusals(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a real etcd")
+	}
+	ctx := testCtx(t)
+	ref := testenv.StartEtcd(t)
+	j := startJanus(t)
+	sides := []*side{{name: "etcd", c: newClient(t, ref.Endpoints...)}, {name: "janus", c: j.Client}}
+	type step struct {
+		desc string
+		run  func(c *clientv3.Client) (proto.Message, error)
+	}
+	compact := func(rev int64) step {
+		return step{fmt.Sprint("compact ", rev), func(c *clientv3.Client) (proto.Message, error) {
+			resp, err := c.Compact(ctx, rev)
+			return (*pb.CompactionResponse)(resp), err
+		}}
+	}
+	put := step{"put", func(c *clientv3.Client) (proto.Message, error) {
+		resp, err := c.Put(ctx, "k", "v")
+		return (*pb.PutResponse)(resp), err
+	}}
+	steps := []step{
+		compact(0), compact(0), compact(-1), put, put, put,
+		compact(3), compact(3), compact(2), compact(0), compact(5), compact(4),
+	}
+	for _, st := range steps {
 		var outs [2]string
 		for i, s := range sides {
-			resp, err := s.c.Do(ctx, op)
+			m, err := st.run(s.c)
 			if err != nil {
 				outs[i] = errText(err)
 				continue
 			}
-			outs[i] = normalize(s, (*pb.TxnResponse)(resp.Txn()))
+			outs[i] = normalize(s, m)
 		}
-		if outs[0] == outs[1] {
-			t.Errorf("a range at %s (%d) inside a Txn now answers as etcd does:\n%s\nIssue 14 looks fixed here: compare these reads in the differential test (drop blankRevReads) and remove this case.", tc.name, tc.rev, outs[0])
-			continue
+		if outs[0] != outs[1] {
+			t.Errorf("%s:\netcd:  %s\njanus: %s", st.desc, outs[0], outs[1])
 		}
-		t.Logf("known difference (issue 14), a range at %s (%d) inside a Txn:\netcd:  %s\njanus: %s", tc.name, tc.rev, outs[0], outs[1])
+	}
+}
+
+// TestWatchFromCompactedRevision compares what a watch from below and
+// above a compaction gets, after the compaction the Kubernetes API server
+// makes (a Txn on its compact key, then a physical Compact at the revision
+// of the last object write): from below it, a response with
+// compact_revision set that cancels the watch, which Kubernetes turns into
+// 410 Gone; from above, the events since. etcd batches replayed events
+// into fewer responses than Janus, so events are compared as one list.
+func TestWatchFromCompactedRevision(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a real etcd")
+	}
+	ctx := testCtx(t)
+	ref := testenv.StartEtcd(t)
+	j := startJanus(t)
+	sides := []*side{{name: "etcd", c: newClient(t, ref.Endpoints...)}, {name: "janus", c: j.Client}}
+	var compactRev, last int64
+	for _, s := range sides {
+		for i := range 6 {
+			resp, err := s.c.Put(ctx, fmt.Sprint("/registry/pods/p", i%2), fmt.Sprint(i))
+			if err != nil {
+				t.Fatalf("%s: put: %v", s.name, err)
+			}
+			compactRev = resp.Header.Revision
+		}
+		// The API server's compactor: claim the compaction through the
+		// version of compact_rev_key, then compact.
+		const key = "compact_rev_key"
+		tr, err := s.c.Txn(ctx).If(clientv3.Compare(clientv3.Version(key), "=", 0)).
+			Then(clientv3.OpPut(key, fmt.Sprint(compactRev))).Else(clientv3.OpGet(key)).Commit()
+		if err != nil || !tr.Succeeded {
+			t.Fatalf("%s: compact txn: %v %+v", s.name, err, tr)
+		}
+		if _, err := s.c.Compact(ctx, compactRev, clientv3.WithCompactPhysical()); err != nil {
+			t.Fatalf("%s: compact: %v", s.name, err)
+		}
+		for _, v := range []string{"after", "again"} {
+			resp, err := s.c.Put(ctx, "/registry/pods/p0", v)
+			if err != nil {
+				t.Fatalf("%s: put: %v", s.name, err)
+			}
+			last = resp.Header.Revision
+		}
+	}
+	for _, start := range []int64{1, 2, compactRev - 1, compactRev + 1, last} {
+		var outs [2]string
+		for i, s := range sides {
+			wctx, cancel := context.WithCancel(ctx)
+			w := s.c.Watch(wctx, "/registry/pods/", clientv3.WithPrefix(), clientv3.WithRev(start),
+				clientv3.WithPrevKV(), clientv3.WithProgressNotify(), clientv3.WithCreatedNotify())
+			var got []string
+			for wr := range w {
+				if len(wr.Events) > 0 {
+					for _, ev := range wr.Events {
+						got = append(got, prototext.MarshalOptions{}.Format(ev))
+					}
+					if wr.Events[len(wr.Events)-1].Kv.ModRevision >= last {
+						break
+					}
+					continue
+				}
+				h := proto.Clone(wr.Header).(*pb.ResponseHeader)
+				normHeader(h)
+				got = append(got, prototext.MarshalOptions{}.Format(&pb.WatchResponse{Header: h, Created: wr.Created,
+					Canceled: wr.Canceled, CompactRevision: wr.CompactRevision, CancelReason: wr.CancelReason}))
+				if wr.Canceled {
+					break
+				}
+			}
+			cancel()
+			outs[i] = strings.Join(got, "\n")
+		}
+		if outs[0] != outs[1] {
+			t.Errorf("watch from %d (compacted at %d):\netcd:\n%s\njanus:\n%s", start, compactRev, outs[0], outs[1])
+		}
 	}
 }

@@ -16,15 +16,9 @@
 //     content), so `etcdctl snapshot save` accepts and verifies it. Janus's
 //     store restores it (store.RestoreSnapshot); etcdutl cannot, and the
 //     response's storage version is empty to say so.
-//   - KV.RangeStream answers Unimplemented; clients that try it (the
-//     Kubernetes API server) fall back to Range.
-//   - A Range with a revision inside a Txn reads the Txn's own view, not
-//     the revision asked for: the core evaluates a Txn on one state.
-//   - Compact(0) succeeds on a store never compacted, as in etcd, but also
-//     every time after: the core records no "compacted at 0" (its compact
-//     revision 0 means never), where etcd refuses the second with
-//     ErrCompacted. Keeping it here would not survive a restart nor reach
-//     other members, so it waits for the core to record it.
+//   - KV.RangeStream serves every chunk from one view opened when the
+//     stream starts, so a compaction while a client reads slowly waits for
+//     the stream instead of failing its next chunk as etcd's does.
 //   - Hash and HashKV digest Janus's keyspace, not etcd's bbolt pages:
 //     replicas of Janus agree with each other, not with etcd.
 //   - Defragment is accepted and does nothing; MoveLeader and membership

@@ -92,3 +92,43 @@ func TestGateway(t *testing.T) {
 		t.Fatalf("status = %v", st)
 	}
 }
+
+// TestMemberListShapeAgainstEtcd compares `etcdctl member list` on a
+// single member with a real etcd's: the same fields, a status of started,
+// not a learner, and a peer URL (etcd always lists one; a single Janus
+// with no peer address shows etcd's default, http://localhost:2380).
+func TestMemberListShapeAgainstEtcd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a real etcd")
+	}
+	bin := testenv.EtcdctlPath(t)
+	ref := testenv.StartEtcd(t)
+	j := startJanus(t)
+	var shapes [2]string
+	for i, ep := range []string{ref.Endpoints[0], j.Endpoint} {
+		out, err := exec.CommandContext(testCtx(t), bin, "--endpoints", ep, "member", "list").CombinedOutput()
+		if err != nil {
+			t.Fatalf("etcdctl member list at %s: %v\n%s", ep, err, out)
+		}
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		if len(lines) != 1 {
+			t.Fatalf("member list at %s: %q, want one member", ep, out)
+		}
+		f := strings.Split(lines[0], ", ")
+		if len(f) != 6 {
+			t.Fatalf("member list at %s: %q, want 6 fields", ep, lines[0])
+		}
+		for k, field := range f {
+			if (k == 3 || k == 4) && !strings.HasPrefix(field, "http://") {
+				t.Errorf("member list at %s: field %d is %q, want a URL", ep, k+1, field)
+			}
+		}
+		if i == 1 && f[3] != "http://localhost:2380" {
+			t.Errorf("single Janus lists peer URL %q, want etcd's default http://localhost:2380", f[3])
+		}
+		shapes[i] = f[1] + ", " + f[5] // status, is learner
+	}
+	if shapes[0] != shapes[1] {
+		t.Errorf("member list: etcd %q, janus %q", shapes[0], shapes[1])
+	}
+}

@@ -1,8 +1,10 @@
 package etcdapi
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"math"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -23,36 +25,19 @@ func (k *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResp
 	if err := checkRange(r); err != nil {
 		return nil, err
 	}
-	if !r.Serializable {
-		if err := k.s.b.Linearize(ctx); err != nil {
-			return nil, grpcError(err)
-		}
+	view, rev, done, err := k.rangeView(ctx, r)
+	if err != nil {
+		return nil, err
 	}
+	defer done()
+	// After rangeView's linearizable wait, so the auth store checked is
+	// as recent as the data read.
 	c, err := k.s.caller(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if err := c.may(r.Key, r.RangeEnd, core.AuthRead); err != nil {
 		return nil, err
-	}
-	latest, err := k.s.b.Read(ctx, 0)
-	if err != nil {
-		return nil, grpcError(err)
-	}
-	defer latest.Close()
-	// The header carries the current revision even for a read of an older
-	// one, as etcd's does.
-	view := core.View(latest)
-	if r.Revision > 0 && r.Revision != latest.Rev() {
-		if r.Revision > latest.Rev() {
-			return nil, rpctypes.ErrGRPCFutureRev
-		}
-		old, err := k.s.b.Read(ctx, r.Revision)
-		if err != nil {
-			return nil, grpcError(err)
-		}
-		defer old.Close()
-		view = old
 	}
 	if refused, err := core.CheckRangeACL(view, r.Key, r.RangeEnd, c.zkAuth()); refused != nil || err != nil {
 		return nil, grpcError(errors.Join(refused, err))
@@ -64,13 +49,136 @@ func (k *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResp
 	if err := c.stillCurrent(k.s); err != nil {
 		return nil, err
 	}
-	return rangeResponse(&res, rangeOptions(r), k.s.header(latest.Rev())), nil
+	return rangeResponse(&res, rangeOptions(r), k.s.header(rev)), nil
 }
 
-// RangeStream is answered Unimplemented, which makes clients (Kubernetes
-// among them) fall back to paged Range calls.
-func (k *kvServer) RangeStream(*pb.RangeRequest, grpc.ServerStreamingServer[pb.RangeStreamResponse]) error {
-	return status.Error(codes.Unimplemented, "method RangeStream not implemented")
+// rangeView returns the view a Range reads (at r.Revision, or the latest
+// after a linearizable wait unless r is serializable), the current
+// revision, which etcd's header carries even for a read of an older one,
+// and the function that releases the views.
+func (k *kvServer) rangeView(ctx context.Context, r *pb.RangeRequest) (core.View, int64, func(), error) {
+	if !r.Serializable {
+		if err := k.s.b.Linearize(ctx); err != nil {
+			return nil, 0, nil, grpcError(err)
+		}
+	}
+	latest, err := k.s.b.Read(ctx, 0)
+	if err != nil {
+		return nil, 0, nil, grpcError(err)
+	}
+	if r.Revision <= 0 || r.Revision == latest.Rev() {
+		return latest, latest.Rev(), latest.Close, nil
+	}
+	if r.Revision > latest.Rev() {
+		latest.Close()
+		return nil, 0, nil, rpctypes.ErrGRPCFutureRev
+	}
+	old, err := k.s.b.Read(ctx, r.Revision)
+	if err != nil {
+		latest.Close()
+		return nil, 0, nil, grpcError(err)
+	}
+	return old, latest.Rev(), func() { old.Close(); latest.Close() }, nil
+}
+
+// firstStreamChunk is the number of keys in RangeStream's first chunk, as
+// in etcd v3.7.
+const firstStreamChunk = 10
+
+// RangeStream answers a range in chunks, as etcd v3.7 does: every chunk but
+// the last carries key-values only; the last also carries the header, more
+// and the count of the whole range. Chunks start at 10 keys and double
+// while a chunk's encoding stays under half of --max-request-bytes (halve
+// above twice that). All chunks read one view, at r.Revision or at the
+// revision current when the stream began, so later writes do not show
+// and no chunk is refused half way through; only the current chunk is
+// held in memory.
+func (k *kvServer) RangeStream(r *pb.RangeRequest, stream grpc.ServerStreamingServer[pb.RangeStreamResponse]) error {
+	if err := checkRange(r); err != nil {
+		return err
+	}
+	opts := rangeOptions(r)
+	if !(opts.SortOrder == core.SortNone || opts.SortTarget == core.SortByKey && opts.SortOrder == core.SortAscend) {
+		return status.Error(codes.Unimplemented, "RangeStream does not support custom sort orders")
+	}
+	if opts.MinModRev != 0 || opts.MaxModRev != 0 || opts.MinCreateRev != 0 || opts.MaxCreateRev != 0 {
+		return status.Error(codes.Unimplemented, "RangeStream does not support revision filters")
+	}
+	view, rev, done, err := k.rangeView(stream.Context(), r)
+	if err != nil {
+		return err
+	}
+	defer done()
+	c, err := k.s.caller(stream.Context())
+	if err != nil {
+		return err
+	}
+	if err := c.may(r.Key, r.RangeEnd, core.AuthRead); err != nil {
+		return err
+	}
+	if refused, err := core.CheckRangeACL(view, r.Key, r.RangeEnd, c.zkAuth()); refused != nil || err != nil {
+		return grpcError(errors.Join(refused, err))
+	}
+	send := func(resp *pb.RangeResponse) error {
+		return stream.Send(&pb.RangeStreamResponse{RangeResponse: resp})
+	}
+	if r.CountOnly {
+		n, err := core.CountRange(view, r.Key, r.RangeEnd)
+		if err != nil {
+			return grpcError(err)
+		}
+		return send(&pb.RangeResponse{Header: k.s.header(rev), Count: n})
+	}
+	total := r.Limit
+	if total == 0 {
+		total = math.MaxInt64
+	}
+	chunk := *opts
+	chunk.Limit = min(firstStreamChunk, total)
+	key, sent := r.Key, int64(0)
+	for {
+		nodes, more, err := core.RangeChunk(view, key, r.RangeEnd, chunk)
+		if err != nil {
+			return grpcError(err)
+		}
+		resp := rangeResponse(&core.OpResult{Nodes: nodes}, opts, nil)
+		sent += int64(len(resp.Kvs))
+		var next []byte
+		if more {
+			next = append(bytes.Clone(nodes[len(nodes)-1].Key), 0)
+		}
+		// etcd sizes the next chunk by the Range answer it read this
+		// one from: a header, the key-values, more and a count.
+		size := proto.Size(&pb.RangeResponse{Header: revHeader(rev), Kvs: resp.Kvs, More: more, Count: int64(len(resp.Kvs))})
+		if last := !more || sent == total; last {
+			resp.Header, resp.More, resp.Count = k.s.header(rev), more, sent
+			if more {
+				rest, err := core.CountRange(view, next, r.RangeEnd)
+				if err != nil {
+					return grpcError(err)
+				}
+				resp.Count += rest
+			}
+			return send(resp)
+		}
+		if err := send(resp); err != nil {
+			return err
+		}
+		key = next
+		chunk.Limit = min(nextChunkLimit(chunk.Limit, size, k.s.cfg.MaxRequestBytes), total-sent)
+	}
+}
+
+// nextChunkLimit is etcd's adjustChunkLimit: double a chunk that came out
+// under half the target size, halve one over twice it, never below 1.
+func nextChunkLimit(last int64, size, target int) int64 {
+	switch {
+	case size < target/2:
+		last *= 2
+	case size > target*2:
+		last /= 2
+	}
+	return max(last, 1)
 }
 
 // checkSize refuses a write whose encoding exceeds the request limit, as
@@ -146,29 +254,119 @@ func (k *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, 
 		return nil, err
 	}
 	op := &core.Op{Txn: txn(r)}
+	var res *core.Result
+	var err error
 	if readOnly(r) {
-		res, err := k.readTxn(ctx, op, r)
+		res, err = k.readTxn(ctx, op, r)
 		if err != nil {
 			return nil, err
 		}
-		return txnResponse(res, op.Txn, k.s.header(res.Rev)), nil
-	}
-	if err := k.checkSize(r); err != nil {
-		return nil, err
-	}
-	c, err := k.s.caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.txn(k.s.leaseKeysOf(ctx), r); err != nil {
-		return nil, err
-	}
-	op.AuthCheck, op.Txn.Auth = c.check(), c.zkAuth()
-	res, err := k.s.propose(ctx, op)
-	if err != nil {
-		return nil, err
+	} else {
+		if err := k.checkSize(r); err != nil {
+			return nil, err
+		}
+		c, err := k.s.caller(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if err := c.txn(k.s.leaseKeysOf(ctx), r); err != nil {
+			return nil, err
+		}
+		op.AuthCheck = c.check()
+		c.setZKAuth(op.Txn)
+		// Opened before the Txn is ordered: a view pins its revision
+		// against a compaction applied meanwhile.
+		views := k.openRevViews(ctx, op.Txn, nil)
+		defer views.close()
+		res, err = k.s.propose(ctx, op)
+		if err != nil {
+			return nil, err
+		}
+		if err := k.readRevRanges(ctx, op.Txn, res, views); err != nil {
+			return nil, err
+		}
 	}
 	return txnResponse(res, op.Txn, k.s.header(res.Rev)), nil
+}
+
+// revViews are the views a Txn's ranges at a revision read, by revision.
+type revViews map[int64]core.ReadView
+
+func (vs revViews) close() {
+	for _, v := range vs {
+		v.Close()
+	}
+}
+
+// openRevViews opens a view at every revision a range of t names, in either
+// branch, leaving out those it cannot open: Apply refuses the Txn if that
+// still holds when it runs.
+func (k *kvServer) openRevViews(ctx context.Context, t *core.Txn, vs revViews) revViews {
+	for _, ops := range [][]core.TxnOp{t.Success, t.Failure} {
+		for i := range ops {
+			op := &ops[i]
+			switch {
+			case op.Kind == core.OpTxn && op.Txn != nil:
+				vs = k.openRevViews(ctx, op.Txn, vs)
+			case op.Kind == core.OpRange && op.Range != nil && op.Range.Rev != 0:
+				if _, ok := vs[op.Range.Rev]; ok {
+					continue
+				}
+				v, err := k.s.b.Read(ctx, op.Range.Rev)
+				if err != nil {
+					continue
+				}
+				if vs == nil {
+					vs = revViews{}
+				}
+				vs[op.Range.Rev] = v
+			}
+		}
+	}
+	return vs
+}
+
+// readRevRanges answers the ranges at a revision of the branches of t that
+// res took, which Apply checked but left empty, from views at their
+// revisions. It reads them from vs, or opens the view now; that fails only
+// if a revision that was in the future when the Txn arrived has been
+// compacted since it was applied.
+func (k *kvServer) readRevRanges(ctx context.Context, t *core.Txn, res *core.Result, vs revViews) error {
+	ops := t.Success
+	if !res.Succeeded {
+		ops = t.Failure
+	}
+	for i := range res.Ops {
+		op, r := &ops[i], &res.Ops[i]
+		switch {
+		case op.Kind == core.OpTxn && op.Txn != nil && r.Txn != nil:
+			if err := k.readRevRanges(ctx, op.Txn, r.Txn, vs); err != nil {
+				return err
+			}
+		case op.Kind == core.OpRange && op.Range != nil && op.Range.Rev != 0:
+			v, ok := vs[op.Range.Rev]
+			if !ok {
+				opened, err := k.s.b.Read(ctx, op.Range.Rev)
+				if err != nil {
+					return grpcError(err)
+				}
+				defer opened.Close()
+				v = opened
+			}
+			// The history read meets the znodes' ACLs as the Txn's
+			// other ranges do in the core.
+			if refused, err := core.CheckRangeACL(v, op.Key, op.End, t.Auth); refused != nil || err != nil {
+				return grpcError(errors.Join(refused, err))
+			}
+			read, err := core.DoRange(v, op.Key, op.End, *op.Range)
+			if err != nil {
+				return grpcError(err)
+			}
+			read.Rev = r.Rev
+			*r = read
+		}
+	}
+	return nil
 }
 
 // readTxn evaluates a Txn that writes nothing on a view instead of
@@ -186,7 +384,7 @@ func (k *kvServer) readTxn(ctx context.Context, op *core.Op, r *pb.TxnRequest) (
 	if err := c.txn(k.s.leaseKeysOf(ctx), r); err != nil {
 		return nil, err
 	}
-	op.Txn.Auth = c.zkAuth()
+	c.setZKAuth(op.Txn)
 	v, err := k.s.b.Read(ctx, 0)
 	if err != nil {
 		return nil, grpcError(err)
@@ -198,6 +396,9 @@ func (k *kvServer) readTxn(ctx context.Context, op *core.Op, r *pb.TxnRequest) (
 	}
 	if res.Err != nil {
 		return nil, grpcError(res.Err)
+	}
+	if err := k.readRevRanges(ctx, op.Txn, res, revViews{v.Rev(): v}); err != nil {
+		return nil, err
 	}
 	if err := c.stillCurrent(k.s); err != nil {
 		return nil, err
@@ -212,11 +413,6 @@ func (k *kvServer) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.Co
 	}
 	if err := c.root(); err != nil {
 		return nil, err
-	}
-	if r.Revision == 0 && k.s.b.Status().CompactRev == 0 {
-		// etcd accepts compacting to revision 0 on a store never
-		// compacted, where the core's "nothing below 0" refuses it.
-		return &pb.CompactionResponse{Header: k.s.header(k.s.currentRev())}, nil
 	}
 	res, err := k.s.propose(ctx, &core.Op{Compact: &core.Compact{Rev: r.Revision}, AuthCheck: c.check()})
 	if err != nil {

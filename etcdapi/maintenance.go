@@ -35,8 +35,15 @@ func (m *maintenanceServer) Status(ctx context.Context, _ *pb.StatusRequest) (*p
 	if leader == 0 && len(st.Members) <= 1 {
 		leader = st.MemberID
 	}
+	// etcd lists the active alarms as errors.
+	var errs []string
+	for _, a := range m.s.b.Alarms() {
+		errs = append(errs, (&pb.AlarmMember{MemberID: a.Member, Alarm: pb.AlarmType(a.Type)}).String())
+	}
 	return &pb.StatusResponse{
 		Header:           m.s.header(st.Rev),
+		DbSizeQuota:      st.QuotaBytes,
+		Errors:           errs,
 		Version:          m.s.cfg.Version,
 		DbSize:           dbSize,
 		DbSizeInUse:      dbSize,
@@ -120,11 +127,14 @@ func (m *maintenanceServer) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.
 	return resp, nil
 }
 
-// Defragment is accepted and does nothing: the store reclaims space on its
-// own.
+// Defragment gives back, at once, the disk space the member's deletes and
+// compactions freed, as etcd's defrag does for its bbolt file.
 func (m *maintenanceServer) Defragment(ctx context.Context, _ *pb.DefragmentRequest) (*pb.DefragmentResponse, error) {
 	if err := m.s.requireRoot(ctx); err != nil {
 		return nil, err
+	}
+	if err := m.s.b.Defragment(ctx); err != nil {
+		return nil, grpcError(err)
 	}
 	return &pb.DefragmentResponse{Header: m.s.header(m.s.currentRev())}, nil
 }
@@ -219,6 +229,9 @@ type clusterServer struct {
 	s *Server
 }
 
+// defaultPeerURL is etcd's default --initial-advertise-peer-urls.
+const defaultPeerURL = "http://localhost:2380"
+
 // MemberList lists the ensemble. Its header carries no revision, as in
 // etcd.
 func (c *clusterServer) MemberList(ctx context.Context, _ *pb.MemberListRequest) (*pb.MemberListResponse, error) {
@@ -229,9 +242,11 @@ func (c *clusterServer) MemberList(ctx context.Context, _ *pb.MemberListRequest)
 	}
 	resp := &pb.MemberListResponse{Header: c.s.header(0)}
 	for _, mem := range members {
-		pm := &pb.Member{ID: mem.ID, Name: mem.Name, IsLearner: mem.IsObserver}
-		if mem.PeerURL != "" {
-			pm.PeerURLs = []string{mem.PeerURL}
+		pm := &pb.Member{ID: mem.ID, Name: mem.Name, IsLearner: mem.IsObserver, PeerURLs: []string{mem.PeerURL}}
+		if mem.PeerURL == "" {
+			// etcd always lists a peer URL: a single member that has no
+			// peer address shows the one etcd advertises by default.
+			pm.PeerURLs = []string{defaultPeerURL}
 		}
 		switch {
 		case mem.EtcdURL != "":

@@ -2,6 +2,7 @@ package etcdapi
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -9,7 +10,9 @@ import (
 	"sync"
 	"time"
 
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	gwruntime "github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"github.com/prometheus/client_golang/prometheus"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	etcdgw "go.etcd.io/etcd/api/v3/etcdserverpb/gw"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3election/v3electionpb"
@@ -63,6 +66,14 @@ type Config struct {
 	ProgressNotifyInterval time.Duration
 	// Version is the etcd server version Status reports.
 	Version string
+	// Metrics, if set, receives the gRPC server's metrics (etcd's
+	// grpc_server_handled_total and friends, labelled by service, method
+	// and code).
+	Metrics prometheus.Registerer
+	// HTTPHandler, if set, answers the HTTP/1.x requests that arrive on
+	// the client port, as etcd serves /metrics and /health there next to
+	// gRPC (etcdctl check datascale reads the client URL's /metrics).
+	HTTPHandler http.Handler
 	// Tokens issues and reads auth tokens (etcd's --auth-token); nil
 	// means simple tokens with DefaultTokenTTL.
 	Tokens TokenProvider
@@ -127,10 +138,11 @@ type Server struct {
 	health     *healthServer
 	healthDone chan struct{} // closed when health.follow has returned
 
-	mu       sync.Mutex
-	addrs    []string // client URLs of the listeners served
-	cached   core.Status
-	statusAt time.Time
+	mu          sync.Mutex
+	addrs       []string       // client URLs of the listeners served
+	httpServers []*http.Server // serving HTTP/1.x on the client port (serveSplit)
+	cached      core.Status
+	statusAt    time.Time
 }
 
 // streamWorkers is the size of the gRPC server's handler pool: enough for
@@ -148,17 +160,29 @@ func New(b core.Backend, cfg Config) *Server {
 		inner:     bufconn.Listen(1 << 20),
 		innerDone: make(chan struct{}),
 	}
-	s.grpc = grpc.NewServer(
-		grpc.MaxRecvMsgSize(cfg.MaxRequestBytes+grpcOverheadBytes),
-		grpc.MaxSendMsgSize(1<<31-1),
-		grpc.MaxConcurrentStreams(1<<32-1),
+	opts := []grpc.ServerOption{
+		grpc.Creds(listenerCreds{}),
+		grpc.MaxRecvMsgSize(cfg.MaxRequestBytes + grpcOverheadBytes),
+		grpc.MaxSendMsgSize(1<<31 - 1),
+		grpc.MaxConcurrentStreams(1<<32 - 1),
 		// Unary handlers block for a commit, so many run at once; a pool
 		// of long-lived workers serves them on stacks that have already
 		// grown, instead of a fresh goroutine growing its stack per call
 		// (6% of the server's CPU in a put profile). Calls beyond the
 		// pool still get a goroutine of their own.
 		grpc.NumStreamWorkers(streamWorkers),
-	)
+	}
+	opts = append(opts, grpc.ChainUnaryInterceptor(s.slowRequests))
+	var grpcMetrics *grpcprom.ServerMetrics
+	if cfg.Metrics != nil {
+		// The handling-time histogram is what etcd's etcdGRPCRequestsSlow
+		// alert reads (etcd exports it with --metrics=extensive).
+		grpcMetrics = grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram())
+		opts = append(opts,
+			grpc.ChainUnaryInterceptor(grpcMetrics.UnaryServerInterceptor()),
+			grpc.ChainStreamInterceptor(grpcMetrics.StreamServerInterceptor()))
+	}
+	s.grpc = grpc.NewServer(opts...)
 	pb.RegisterKVServer(s.grpc, &kvServer{s: s})
 	pb.RegisterWatchServer(s.grpc, &watchServer{s: s})
 	pb.RegisterLeaseServer(s.grpc, &leaseServer{s: s})
@@ -186,6 +210,12 @@ func New(b core.Backend, cfg Config) *Server {
 	v3lockpb.RegisterLockServer(s.grpc, s.lockSvc)
 	v3electionpb.RegisterElectionServer(s.grpc, &electionServer{s: s})
 
+	if grpcMetrics != nil {
+		// Every method starts at zero, as etcd's grpc_prometheus.Register
+		// does, so rates exist before the first call.
+		grpcMetrics.InitializeMetrics(s.grpc)
+		cfg.Metrics.MustRegister(grpcMetrics)
+	}
 	s.healthDone = make(chan struct{})
 	go func() {
 		defer close(s.healthDone)
@@ -203,12 +233,27 @@ func New(b core.Backend, cfg Config) *Server {
 // Serve answers etcd clients on l until Stop. It may be called for several
 // listeners.
 func (s *Server) Serve(l net.Listener) error {
+	return s.serve(l, "http://")
+}
+
+// ServeTLS answers etcd clients over TLS on l, as Serve does; cfg must
+// offer ALPN "h2", which gRPC clients insist on. A client certificate
+// reaches the handlers as credentials.TLSInfo.
+func (s *Server) ServeTLS(l net.Listener, cfg *tls.Config) error {
+	return s.serve(tls.NewListener(l, cfg), "https://")
+}
+
+func (s *Server) serve(l net.Listener, scheme string) error {
 	s.mu.Lock()
-	s.addrs = append(s.addrs, "http://"+l.Addr().String())
+	s.addrs = append(s.addrs, scheme+l.Addr().String())
 	s.mu.Unlock()
 	// grpc-go rides out temporary accept errors too, but logs each
 	// retry: this logs a burst once, as the ZooKeeper face does.
-	if err := s.grpc.Serve(accept.Patient(l, s.log)); err != nil {
+	l = accept.Patient(l, s.log)
+	if s.cfg.HTTPHandler != nil {
+		return s.serveSplit(l)
+	}
+	if err := s.grpc.Serve(l); err != nil {
 		return fmt.Errorf("etcdapi: serve %s: %w", l.Addr(), err)
 	}
 	return nil
@@ -286,6 +331,11 @@ func (s *Server) Stop() {
 		<-s.healthDone
 		s.lockSvc.close()
 		s.grpc.Stop()
+		s.mu.Lock()
+		for _, hs := range s.httpServers {
+			hs.Close()
+		}
+		s.mu.Unlock()
 		s.innerConn.Close()
 		<-s.innerDone
 	})

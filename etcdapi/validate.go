@@ -221,6 +221,8 @@ func grpcError(err error) error {
 		return rpctypes.ErrGRPCTooManyOps
 	case core.CodeBadArguments:
 		return errGRPCBadRequest
+	case core.CodeNoSpace:
+		return rpctypes.ErrGRPCNoSpace
 	}
 	switch {
 	case errors.Is(err, context.Canceled):

@@ -50,7 +50,7 @@ func TestConfigCheck(t *testing.T) {
 		{Config{From: zkE, To: zkE}, ""},
 		{Config{From: etcdE, To: etcdE, Follow: true}, ""},
 		{Config{From: etcdE, To: zkE}, "needs an etcd target"},
-		{Config{From: zkE, To: etcdE, Follow: true}, "needs an etcd source"},
+		{Config{From: zkE, To: etcdE, Follow: true}, ""},
 		{Config{From: zkE, To: Endpoint{Scheme: "zk", Hosts: []string{"a:1"}, Path: "/x"}}, "must not name a path"},
 	}
 	for _, c := range cases {

@@ -164,42 +164,79 @@ func (m *etcdMigration) copy(ctx context.Context, rep *Report) error {
 }
 
 // follow applies the source's changes after the copied revision until ctx
-// ends. Each watch response goes to the target as one transaction (or a
-// few, if it holds more distinct keys than BatchSize), so a source Txn
-// stays atomic on the target unless it is larger than a batch.
+// ends (at once with Config.Cutover), then cuts over: it reads the source's
+// current revision and keeps applying until the watch has delivered
+// everything up to it (a progress request makes the source say so even
+// when nothing in the prefix changed). Each watch response goes to the
+// target as one transaction (or a few, if it holds more distinct keys than
+// BatchSize), so a source Txn stays atomic on the target unless it is
+// larger than a batch.
 func (m *etcdMigration) follow(ctx context.Context, rep *Report) error {
 	r := prefixRange(m.cfg.From.Path)
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	// The watch and the target writes must outlive the interrupt that
+	// asks for the cut-over.
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(context.WithoutCancel(ctx)))
 	defer cancel()
 	prog := &progress{out: m.cfg.Out, every: m.cfg.ProgressEvery, what: "followed events:"}
-	for resp := range m.src.Watch(wctx, r.key, clientv3.WithRange(r.end), clientv3.WithRev(m.rev+1)) {
-		if err := resp.Err(); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("source watch: %w", err)
-		}
-		ops := followOps(resp.Events)
-		for len(ops) > 0 {
-			n := min(len(ops), m.cfg.BatchSize)
-			// The target write must not be cut off half way by the
-			// interrupt that ends following.
-			tctx, tcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-			_, err := m.dst.Txn(tctx).Then(ops[:n]...).Commit()
-			tcancel()
+	status := &statusPrinter{out: m.cfg.Out, state: m.cfg.State}
+	tick := time.NewTicker(m.cfg.StatusEvery)
+	defer tick.Stop()
+	cutover := ctx.Done()
+	if m.cfg.Cutover {
+		closed := make(chan struct{})
+		close(closed)
+		cutover = closed
+	}
+	var until int64 // the revision a cut-over waits for; 0: none yet
+	wch := m.src.Watch(wctx, r.key, clientv3.WithRange(r.end), clientv3.WithRev(m.rev+1))
+	for {
+		select {
+		case <-tick.C:
+			status.print(false)
+		case <-cutover:
+			cutover = nil
+			resp, err := m.src.Get(wctx, "\x00", clientv3.WithCountOnly())
 			if err != nil {
-				return fmt.Errorf("target: apply source revision %d: %w", resp.Header.Revision, err)
+				return fmt.Errorf("cut-over: read the source's revision: %w", err)
 			}
-			ops = ops[n:]
+			until = resp.Header.Revision
+			if m.rev >= until {
+				return m.caughtUp(status)
+			}
+			if err := m.src.RequestProgress(wctx); err != nil {
+				return fmt.Errorf("cut-over: request watch progress: %w", err)
+			}
+		case resp, ok := <-wch:
+			if !ok {
+				return errors.New("source watch ended")
+			}
+			if err := resp.Err(); err != nil {
+				return fmt.Errorf("source watch: %w", err)
+			}
+			ops := followOps(resp.Events)
+			for len(ops) > 0 {
+				n := min(len(ops), m.cfg.BatchSize)
+				_, err := m.dst.Txn(wctx).Then(ops[:n]...).Commit()
+				if err != nil {
+					return fmt.Errorf("target: apply source revision %d: %w", resp.Header.Revision, err)
+				}
+				ops = ops[n:]
+			}
+			rep.Followed += len(resp.Events)
+			prog.add(len(resp.Events))
+			m.cfg.State.update(func(s *FollowStatus) { s.Applied += int64(len(resp.Events)) })
+			m.rev = resp.Header.Revision
+			if until > 0 && m.rev >= until {
+				return m.caughtUp(status)
+			}
 		}
-		rep.Followed += len(resp.Events)
-		prog.add(len(resp.Events))
-		m.rev = resp.Header.Revision
 	}
-	if ctx.Err() != nil {
-		return nil
-	}
-	return errors.New("source watch ended")
+}
+
+func (m *etcdMigration) caughtUp(status *statusPrinter) error {
+	m.cfg.State.update(func(s *FollowStatus) { s.CaughtUp = true })
+	status.print(true)
+	return nil
 }
 
 // followOps turns watch events into target writes: a put copies the key, a

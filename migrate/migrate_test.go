@@ -22,6 +22,9 @@ import (
 
 var openACL = zk.WorldACL(zk.PermAll)
 
+// adminAuth is the identity populateZK's restricted ACL names.
+var adminAuth = []migrate.Auth{{Scheme: "digest", Credentials: []byte("admin:secret")}}
+
 // syncBuffer is an io.Writer a migration writes while the test reads it.
 type syncBuffer struct {
 	mu sync.Mutex
@@ -60,7 +63,8 @@ func populateZK(t *testing.T, c *zk.Conn) {
 	t.Helper()
 	restricted := append(zk.DigestACL(zk.PermAll, "admin", "secret"), zk.ACL{Perms: zk.PermRead, Scheme: "world", ID: "anyone"})
 	// The source's owner holds the digest identity the restricted ACL names;
-	// the migration does not, and needs only read access.
+	// a migration that copies ACLs needs it too (adminAuth), because
+	// ZooKeeper hides the digest from sessions without ADMIN on the node.
 	if err := c.AddAuth("digest", []byte("admin:secret")); err != nil {
 		t.Fatal(err)
 	}
@@ -113,8 +117,15 @@ func TestMigrateFromZooKeeperToZooKeeperFace(t *testing.T) {
 	j := janustest.Start(t, janustest.Options{})
 	ctx := testCtx(t)
 
+	// Without the identity, the source shows the restricted node's digest
+	// as "x": copying that would lock everyone out, so the copy refuses.
 	var out syncBuffer
 	cfg := migrate.Config{From: endpoint(t, "zk://"+ref.Addr), To: endpoint(t, "zk://"+j.ZKAddr), Out: &out, ProgressEvery: 5}
+	if _, err := migrate.Run(ctx, cfg); !errors.Is(err, migrate.ErrACLHidden) || !strings.Contains(err.Error(), "/app/config") {
+		t.Fatalf("copy without ADMIN on a digest ACL: %v, want ErrACLHidden naming /app/config", err)
+	}
+	out = syncBuffer{}
+	cfg.Auth = adminAuth
 	rep, err := migrate.Run(ctx, cfg)
 	if err != nil {
 		t.Fatalf("migrate: %v\n%s", err, out.String())
@@ -136,9 +147,13 @@ func TestMigrateFromZooKeeperToZooKeeperFace(t *testing.T) {
 
 	// The copy through the ZooKeeper face kept ACLs and modes.
 	dst, _ := j.ZKClient(t, 10*time.Second)
+	if err := dst.AddAuth("digest", []byte("admin:secret")); err != nil {
+		t.Fatal(err)
+	}
 	acl, _, err := dst.GetACL("/app/config")
-	if err != nil || len(acl) != 2 || acl[0].Scheme != "digest" {
-		t.Errorf("target ACL of /app/config: %v %v", acl, err)
+	srcACL, _, _ := src.GetACL("/app/config")
+	if err != nil || fmt.Sprint(acl) != fmt.Sprint(srcACL) || strings.Contains(fmt.Sprint(acl), ":x") {
+		t.Errorf("target ACL of /app/config: %v %v, source %v", acl, err, srcACL)
 	}
 	if ok, _, _ := dst.Exists("/app/live"); ok {
 		t.Error("ephemeral copied")
@@ -379,5 +394,67 @@ func waitFor(t *testing.T, out *syncBuffer, s string) {
 			t.Fatalf("output never said %q:\n%s", s, out.String())
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestDryRun lists what a copy would skip or change and writes nothing.
+func TestDryRun(t *testing.T) {
+	ref := testenv.StartZooKeeper(t, testenv.ZKOptions{})
+	src, _ := janustest.ZKClient(t, ref.Addr, 10*time.Second)
+	populateZK(t, src)
+	j := janustest.Start(t, janustest.Options{})
+	ctx := testCtx(t)
+	cli := j.EtcdClient(t)
+
+	cases := []struct {
+		to   string
+		want []string
+	}{
+		{"etcd://" + j.EtcdAddr, []string{
+			"would skip ephemeral /app/live",
+			"would drop the ACL of /app/config",
+			"dry run: would copy 17 nodes",
+			"container and TTL nodes, if any, would be written as persistent nodes",
+		}},
+		{"zk://" + j.ZKAddr, []string{
+			"cannot copy the ACL of /app/config",
+			"1 ACLs hidden from this session",
+		}},
+	}
+	for _, c := range cases {
+		var out syncBuffer
+		_, err := migrate.Run(ctx, migrate.Config{From: endpoint(t, "zk://"+ref.Addr), To: endpoint(t, c.to), Out: &out, DryRun: true})
+		if err != nil {
+			t.Fatalf("dry run to %s: %v\n%s", c.to, err, out.String())
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("dry run to %s: output lacks %q:\n%s", c.to, w, out.String())
+			}
+		}
+	}
+	if resp, err := cli.Get(ctx, "/app", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || resp.Count != 0 {
+		t.Errorf("a dry run wrote to the target: %v keys, %v", resp.Count, err)
+	}
+
+	eref := testenv.StartEtcd(t)
+	esrc := janustest.EtcdClient(t, strings.TrimPrefix(eref.Endpoints[0], "http://"))
+	lease, err := esrc.Grant(ctx, 600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []clientv3.Op{clientv3.OpPut("plain-key", "x"), clientv3.OpPut("/ok", "y"), clientv3.OpPut("/leader", "me", clientv3.WithLease(lease.ID))} {
+		if _, err := esrc.Do(ctx, op); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out syncBuffer
+	if _, err := migrate.Run(ctx, migrate.Config{From: endpoint(t, "etcd://"+strings.TrimPrefix(eref.Endpoints[0], "http://")), To: endpoint(t, "etcd://"+j.EtcdAddr), Out: &out, DryRun: true}); err != nil {
+		t.Fatalf("etcd dry run: %v\n%s", err, out.String())
+	}
+	for _, w := range []string{`would skip leased key "/leader"`, `would copy "plain-key", which the target's ZooKeeper face cannot show`, "would copy 2 keys"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("etcd dry run: output lacks %q:\n%s", w, out.String())
+		}
 	}
 }

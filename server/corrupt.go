@@ -352,6 +352,11 @@ func (c *corruptChecker) mismatch(r *checkRound, damaged []uint64) {
 // them (etcd's alarm list). Status.Alarms has their names, which health
 // checks read: as in etcd, any alarm makes every member unhealthy.
 func (m *Member) Alarms() []core.Alarm {
+	return m.localAlarms(m.replicatedAlarms())
+}
+
+// replicatedAlarms are the alarms of the current state (core.Meta).
+func (m *Member) replicatedAlarms() []core.Alarm {
 	if p := m.alarms.Load(); p != nil {
 		return slices.Clone(*p)
 	}
@@ -408,7 +413,7 @@ func (m *Member) loadAlarms(ref *stateRef) error {
 	if err != nil {
 		return err
 	}
-	old, wasCorrupt := m.Alarms(), m.Corrupt()
+	old, wasCorrupt := m.replicatedAlarms(), m.Corrupt()
 	if !slices.Equal(old, meta.Alarms) {
 		m.log.Warn("alarms changed", "alarms", meta.Alarms, "before", old)
 	}

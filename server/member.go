@@ -53,20 +53,40 @@ type MemberConfig struct {
 	// Transport carries peer messages; nil means zab's TCP transport.
 	// In-process tests pass a zab.MemNetwork endpoint.
 	Transport zab.Transport
+	// PeerTLS, if set, is mutual TLS between members (zab.PeerTLS).
+	PeerTLS *zab.PeerTLS
 	// ElectionTimeout and HeartbeatInterval tune zab (defaults 1s, 100ms).
 	ElectionTimeout   time.Duration
 	HeartbeatInterval time.Duration
 	// MaxDiffEntries is how many missing entries a leader sends a member
 	// before it sends a snapshot instead (default zab's, 100 000).
 	MaxDiffEntries int
+	// ReclaimInterval is how often value log files that became mostly
+	// garbage are rewritten to give their space back (default 5 minutes).
+	ReclaimInterval time.Duration
 	// TrimInterval is how often the log is trimmed below what the state
 	// has made durable (default 1 minute).
 	TrimInterval time.Duration
+	// SpaceReserve is the free space, in bytes, the data directory's file
+	// system keeps: below it this member raises its NOSPACE alarm and
+	// refuses writes that grow the state; writes that free space go on
+	// until half of it is used (default 128 MiB, room for Badger to flush
+	// and compact its memtables). Badger writes through memory maps,
+	// where running out of disk kills the process, so the reserve is
+	// what makes a full disk an alarm instead.
+	SpaceReserve int64
+	// SpaceFault, if set, is asked before each log write; an error it
+	// returns (wrapping ENOSPC or EROFS) refuses the write as a full disk
+	// would. Tests use it to fill the disk on demand.
+	SpaceFault func() error
 	// ApplyFault, if set, is asked before each group of entries is
 	// applied, with the group's first index; an error it returns fails
 	// the apply as a failing disk would, and so stops the member. Tests
 	// use it to see what a stopped member looks like to clients.
 	ApplyFault func(index uint64) error
+	// Observer, if set, is told what operators chart (log fsyncs, store
+	// commits, applies, peer round trips).
+	Observer Observer
 
 	// CorruptCheckInterval is how often the leader starts a check that
 	// every member's state hashes alike at one log index (0: never).
@@ -75,9 +95,23 @@ type MemberConfig struct {
 	CorruptCheckInterval time.Duration
 	InitialCorruptCheck  bool
 
+	// QuotaBackendBytes is the space quota (etcd's --quota-backend-bytes):
+	// a write that would take the state's size on disk past it raises a
+	// NOSPACE alarm and is refused, as is every write that would grow the
+	// state until the alarm is disarmed. 0 means DefaultQuotaBytes; a
+	// negative quota turns the check off.
+	QuotaBackendBytes int64
+	// AutoCompaction makes the leader compact history on its own (etcd's
+	// --auto-compaction-mode and --auto-compaction-retention); the zero
+	// value never compacts.
+	AutoCompaction AutoCompaction
+
 	// tamper, set only by tests, rewrites entries before this member
 	// applies them: the way a test damages one replica.
 	tamper func(*core.Entry)
+	// compactTicks, set only by tests, wakes the compactor instead of its
+	// ticker, so that a test with a fake Clock decides when it looks.
+	compactTicks <-chan time.Time
 }
 
 // ClientAddrs are the addresses a member serves clients on.
@@ -105,7 +139,8 @@ type Member struct {
 	state *stateRef
 	hub   *core.Hub
 
-	roles roleTracker
+	roles  roleTracker
+	counts counters
 
 	// alarms are the active alarms of the current state (core.Meta).
 	alarms atomic.Pointer[[]core.Alarm]
@@ -113,6 +148,11 @@ type Member struct {
 	// the etcd face checks every request against.
 	auth    atomic.Pointer[core.AuthState]
 	checker *corruptChecker
+	// noSpace is what NoSpace last found, so that each change is logged
+	// once.
+	noSpace atomic.Bool
+	// quota is the space quota in bytes, 0 for none (see admit).
+	quota int64
 
 	cancel context.CancelFunc
 	bg     sync.WaitGroup // role follower, lessor, retiring stores
@@ -132,6 +172,9 @@ func OpenMember(cfg MemberConfig) (*Member, error) {
 	if cfg.ID == 0 {
 		cfg.ID = 1
 	}
+	if cfg.Observer == nil {
+		cfg.Observer = noObserver{}
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
@@ -141,8 +184,14 @@ func OpenMember(cfg MemberConfig) (*Member, error) {
 	if cfg.LeaseCheckInterval <= 0 {
 		cfg.LeaseCheckInterval = 100 * time.Millisecond
 	}
+	if cfg.ReclaimInterval <= 0 {
+		cfg.ReclaimInterval = defaultReclaimInterval
+	}
 	if cfg.TrimInterval <= 0 {
 		cfg.TrimInterval = time.Minute
+	}
+	if cfg.SpaceReserve <= 0 {
+		cfg.SpaceReserve = DefaultSpaceReserve
 	}
 	if cfg.Name == "" {
 		cfg.Name = fmt.Sprintf("janus-%d", cfg.ID)
@@ -157,7 +206,7 @@ func OpenMember(cfg MemberConfig) (*Member, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("server: data dir: %w", err)
 	}
-	m := &Member{cfg: cfg, log: cfg.Logger}
+	m := &Member{cfg: cfg, log: cfg.Logger, quota: quotaBytes(cfg.QuotaBackendBytes)}
 	ref, err := m.openState()
 	if err != nil {
 		return nil, err
@@ -186,10 +235,13 @@ func OpenMember(cfg MemberConfig) (*Member, error) {
 		Peers:             cfg.Peers,
 		Observers:         cfg.Observers,
 		Transport:         cfg.Transport,
+		PeerTLS:           cfg.PeerTLS,
 		ElectionTimeout:   cfg.ElectionTimeout,
 		HeartbeatInterval: cfg.HeartbeatInterval,
 		MaxDiffEntries:    cfg.MaxDiffEntries,
 		MaxEntrySize:      core.MaxOpBytes,
+		CheckSpace:        m.checkSpace,
+		Observer:          cfg.Observer,
 	}, &stateMachine{m: m})
 	if err != nil {
 		cancel()
@@ -199,15 +251,32 @@ func OpenMember(cfg MemberConfig) (*Member, error) {
 	}
 	m.zab.SetLeaderHandler(m.serveLeaderCall)
 	m.checker.running.Store(true)
-	m.bg.Add(2)
+	m.bg.Add(3)
 	go func() {
 		defer m.bg.Done()
 		m.followRoles(ctx)
 	}()
 	go func() {
 		defer m.bg.Done()
+		m.runReclaim(ctx, cfg.ReclaimInterval)
+	}()
+	go func() {
+		defer m.bg.Done()
 		m.checker.run()
 	}()
+	if cfg.AutoCompaction.Mode != "" {
+		ticks := cfg.compactTicks
+		if ticks == nil {
+			t := time.NewTicker(cfg.AutoCompaction.interval())
+			ticks = t.C
+			context.AfterFunc(ctx, t.Stop)
+		}
+		m.bg.Add(1)
+		go func() {
+			defer m.bg.Done()
+			m.runCompactor(ctx, ticks)
+		}()
+	}
 	return m, nil
 }
 
@@ -283,9 +352,25 @@ func (s *stateMachine) ApplyWhen(entries []zab.Entry, durable func() error) ([]a
 		seg := ces[:n]
 		ces = ces[n:]
 		ref, hub := m.current()
-		results, batches, err := ref.st.ApplyWhen(seg, durable)
+		start, waited := time.Now(), time.Duration(0)
+		ready := durable
+		if ready != nil {
+			// The wait for the log's flush is the log's time, not apply's.
+			ready = func() error {
+				t := time.Now()
+				defer func() { waited = time.Since(t) }()
+				return durable()
+			}
+		}
+		results, batches, err := ref.st.ApplyWhen(seg, ready)
 		if err != nil {
 			return nil, err
+		}
+		if took := time.Since(start) - waited; took > slowApplyWarning {
+			// etcd's warning, with its fields, so that the same alert fires.
+			m.log.Warn("apply request took too long", "took", took, "expected-duration", slowApplyWarning,
+				"prefix", "", "request", fmt.Sprintf("entries %d-%d", seg[0].Index, seg[len(seg)-1].Index))
+			m.counts.slowApplies.Add(1)
 		}
 		durable = nil // it covered every entry handed over
 		hub.Publish(batches)
@@ -296,6 +381,7 @@ func (s *stateMachine) ApplyWhen(entries []zab.Entry, durable func() error) ([]a
 			}
 		}
 		m.checker.applied(ref, seg)
+		m.cfg.Observer.Applied(len(seg), time.Since(start)-waited)
 		for _, r := range results {
 			out = append(out, r)
 		}
@@ -324,6 +410,10 @@ func (s *stateMachine) SkipTo(index uint64) error {
 	return ref.st.SkipTo(index)
 }
 
+// slowApplyWarning is how long applying a group may take before it is
+// logged, etcd's expected duration for applying a request.
+const slowApplyWarning = 100 * time.Millisecond
+
 // history adapts the store's event log to the hub.
 type history struct{ st *store.Store }
 
@@ -349,6 +439,8 @@ func clusterErr(what string, err error) error {
 		return fmt.Errorf("%s: %w", what, core.ErrNoLeader)
 	case errors.Is(err, zab.ErrLeaderChanged):
 		return fmt.Errorf("%s: %w", what, core.ErrLeaderChanged)
+	case errors.Is(err, zab.ErrNoSpace):
+		return fmt.Errorf("%s: %w: %w", what, core.ErrNoSpace, err)
 	case errors.Is(err, zab.ErrStopped):
 		return fmt.Errorf("%s: %w: %w", what, core.ErrStopped, err)
 	}
@@ -359,8 +451,11 @@ func clusterErr(what string, err error) error {
 // leader and answers once it has applied the commit itself, so the caller
 // reads its own write on this member.
 func (m *Member) Propose(ctx context.Context, op *core.Op) (*core.Result, error) {
-	if op.Alarm == nil && m.Corrupt() {
-		return nil, fmt.Errorf("propose: %w", core.ErrCorrupt)
+	if err := m.admit(ctx, op); err != nil {
+		return nil, fmt.Errorf("propose: %w", err)
+	}
+	if err := m.refuseIfFull(op); err != nil {
+		return nil, err
 	}
 	return m.propose(ctx, op)
 }
@@ -371,6 +466,7 @@ func (m *Member) Propose(ctx context.Context, op *core.Op) (*core.Result, error)
 func (m *Member) propose(ctx context.Context, op *core.Op) (*core.Result, error) {
 	r, err := m.zab.Propose(ctx, core.EncodeOp(op))
 	if err != nil {
+		m.counts.proposalsFailed.Add(1)
 		return nil, clusterErr("propose", err)
 	}
 	return r.(*core.Result), nil
@@ -382,9 +478,10 @@ func (m *Member) propose(ctx context.Context, op *core.Op) (*core.Result, error)
 func (m *Member) proposeAsLeader(ctx context.Context, epoch uint32, op *core.Op) (*core.Result, error) {
 	p, err := m.zab.SubmitAsLeader(ctx, epoch, core.EncodeOp(op))
 	if err != nil {
+		m.counts.proposalsFailed.Add(1)
 		return nil, clusterErr("propose as leader", err)
 	}
-	return pending{p}.Wait(ctx)
+	return pending{p, m}.Wait(ctx)
 }
 
 // readable says why clients may not read this member's state: a CORRUPT
@@ -501,6 +598,7 @@ func (m *Member) Status() core.Status {
 		Rev:          st.Rev,
 		CompactRev:   st.CompactRev,
 		DBSize:       st.DBSize,
+		QuotaBytes:   m.quota,
 		Members:      m.members(leader),
 		Err:          m.zab.Err(),
 		Alarms:       alarmNames(m.Alarms()),

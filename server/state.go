@@ -32,7 +32,11 @@ type stateRef struct {
 }
 
 func (m *Member) storeConfig(dir string) store.Config {
-	return store.Config{Dir: filepath.Join(m.cfg.DataDir, dir), Logger: m.cfg.Logger.With("component", "store")}
+	return store.Config{
+		Dir:      filepath.Join(m.cfg.DataDir, dir),
+		Logger:   m.cfg.Logger.With("component", "store"),
+		OnCommit: m.cfg.Observer.BackendCommitted,
+	}
 }
 
 // openState opens the store STATE names and removes directories a crash

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"fmt"
+	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
 
@@ -171,8 +172,12 @@ func (s *Store) ApplyWhen(entries []core.Entry, ready func() error) ([]*core.Res
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: read meta after group: %w", err)
 	}
+	writeStart := time.Now()
 	if err := s.write(g, st.compactRev, last); err != nil {
 		return nil, nil, err
+	}
+	if s.onCommit != nil {
+		s.onCommit(time.Since(writeStart))
 	}
 	if ready != nil {
 		if err := ready(); err != nil {

@@ -103,7 +103,7 @@ func inSnapshot(key []byte) bool {
 		return false
 	case prefixMeta:
 		name := string(key[1:])
-		return name != metaApplied && name != metaRestored
+		return name != metaApplied && name != metaRestored && name != metaReclaim
 	}
 	return true
 }

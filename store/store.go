@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,6 +31,13 @@ type Config struct {
 	// recordCache). 0 picks the default below; a negative size turns the
 	// cache off.
 	CacheSize int64
+	// CloseTimeout bounds how long Close waits for Badger to flush its
+	// memtables when Badger has not reported that it cannot (default
+	// 30 s; see Close).
+	CloseTimeout time.Duration
+	// OnCommit, if set, is told how long each group's Badger write took
+	// (etcd's backend commit duration). It must not block.
+	OnCommit func(took time.Duration)
 }
 
 const (
@@ -52,12 +60,25 @@ const (
 // ErrClosed is returned by calls on a closed Store.
 var ErrClosed = errors.New("store: closed")
 
+// ErrFlushStuck is returned by Close when it stopped waiting for Badger,
+// which could not flush its memtables (see Close).
+var ErrFlushStuck = errors.New("store: badger cannot flush its memtables")
+
+// defaultCloseTimeout is Config.CloseTimeout's default.
+const defaultCloseTimeout = 30 * time.Second
+
 // Store is the Badger-backed, versioned state. Apply is called from one
 // goroutine; every read method may be called from any number of goroutines
 // at the same time as Apply.
 type Store struct {
-	db  *badger.DB
-	log *slog.Logger
+	db       *badger.DB
+	log      *slog.Logger
+	onCommit func(took time.Duration)
+	// flushFailing is signalled when Badger reports a memtable flush that
+	// failed: it then retries every second, forever, and its Close waits
+	// for it.
+	flushFailing chan struct{}
+	closeTimeout time.Duration
 
 	// applyMu makes Apply, RestoreSnapshot and Close exclusive. Readers
 	// never take it.
@@ -121,6 +142,7 @@ func open(cfg Config, boot string) (*Store, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	memTable := pick(cfg.MemTableSize, defaultMemTableSize)
+	flushFailing := make(chan struct{}, 1)
 	opts := badger.DefaultOptions(cfg.Dir).
 		// The consensus log is the durability: after a crash it is replayed
 		// from the applied index Badger kept, so Badger need not fsync.
@@ -145,7 +167,7 @@ func open(cfg Config, boot string) (*Store, error) {
 		// Two is the fewest Badger allows (zero stops compaction).
 		WithNumCompactors(2).
 		WithNumGoroutines(2).
-		WithLogger(badgerLogger{log})
+		WithLogger(badgerLogger{log: log, flushFailing: flushFailing})
 	// Badger's default table sizes (doubling per level) are kept: tables
 	// of BaseTableSize at every level cut the heap a bulk load peaks at
 	// (compaction's table builders), but in the write benchmarks after a
@@ -161,7 +183,11 @@ func open(cfg Config, boot string) (*Store, error) {
 		cache = defaultCacheSize
 	}
 	// Node records are bigger and more often read than Dir records.
-	s := &Store{db: db, log: log, nodeCache: newRecordCache(cache * 3 / 4), dirCache: newRecordCache(cache / 4)}
+	closeTimeout := cfg.CloseTimeout
+	if closeTimeout <= 0 {
+		closeTimeout = defaultCloseTimeout
+	}
+	s := &Store{db: db, log: log, onCommit: cfg.OnCommit, flushFailing: flushFailing, closeTimeout: closeTimeout, nodeCache: newRecordCache(cache * 3 / 4), dirCache: newRecordCache(cache / 4)}
 	s.hist = newHistory(db.SetDiscardTs)
 	if err := s.recoverDurable(boot); err != nil {
 		_ = db.Close()
@@ -286,6 +312,16 @@ func discardFor(floor int64, indexOf func(int64) (uint64, bool, error)) (uint64,
 // Close closes Badger and records the store closed, so that the next Open
 // trusts its applied index even after a reboot. Views must be closed
 // before.
+//
+// Badger's Close flushes its memtables into tables, and a flush that
+// fails (its directory read-only or gone, no room for a table file) is
+// retried every second for ever, so Close would never return and a
+// SIGTERM would never end the process. Close stops waiting, with
+// ErrFlushStuck, once Badger has reported a failed flush, or after
+// Config.CloseTimeout; Badger's goroutines are then left behind for the
+// process exit to end. That is as safe as a crash: the memtables' logs
+// hold what was not flushed, the store is not recorded closed, and the
+// consensus log replays every entry above the last Sync.
 func (s *Store) Close() error {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
@@ -293,7 +329,17 @@ func (s *Store) Close() error {
 		return nil
 	}
 	dir := s.db.Opts().Dir
-	if err := s.db.Close(); err != nil {
+	closed := make(chan error, 1)
+	go func() { closed <- s.db.Close() }()
+	var err error
+	select {
+	case err = <-closed:
+	case <-s.flushFailing:
+		err = fmt.Errorf("%w (its directory is read-only, full or gone); leaving it, as a crash would", ErrFlushStuck)
+	case <-time.After(s.closeTimeout):
+		err = fmt.Errorf("%w within %v; leaving it, as a crash would", ErrFlushStuck, s.closeTimeout)
+	}
+	if err != nil {
 		return fmt.Errorf("store: close badger: %w", err)
 	}
 	// Badger turned its memtables into tables as it closed; what is left
@@ -426,11 +472,27 @@ func (s *Store) Sync() (uint64, error) {
 }
 
 // badgerLogger routes Badger's log lines into slog. Badger's info and debug
-// chatter is dropped: only warnings and errors reach the log.
-type badgerLogger struct{ log *slog.Logger }
+// chatter is dropped: only warnings and errors reach the log. A failed
+// memtable flush is also signalled on flushFailing (see Close): Badger
+// says so only in its log.
+type badgerLogger struct {
+	log          *slog.Logger
+	flushFailing chan struct{}
+}
+
+// badgerFlushFailed starts Badger's log line for a memtable flush that
+// failed and will be retried (db.go, flushMemtable).
+const badgerFlushFailed = "error flushing memtable to disk"
 
 func (l badgerLogger) Errorf(f string, args ...any) {
-	l.log.Error(fmt.Sprintf(f, args...), "component", "badger")
+	msg := fmt.Sprintf(f, args...)
+	if strings.HasPrefix(msg, badgerFlushFailed) {
+		select {
+		case l.flushFailing <- struct{}{}:
+		default:
+		}
+	}
+	l.log.Error(msg, "component", "badger")
 }
 
 func (l badgerLogger) Warningf(f string, args ...any) {

@@ -184,10 +184,78 @@ func TestEtcdOnlyKeysInvisibleToZooKeeper(t *testing.T) {
 			t.Errorf("etcd lost its own key %q: %v %v", k, resp, err)
 		}
 	}
-	// And the other way: etcd sees /zookeeper as ordinary keys.
-	resp, err := cli.Get(ctx, translate.ReservedPath)
-	if err != nil || len(resp.Kvs) != 1 {
-		t.Errorf("etcd get %s: %v %v; want the ZooKeeper system node as a key", translate.ReservedPath, resp, err)
+	// And the other way: ZooKeeper's system nodes are not etcd keys.
+	resp, err := cli.Get(ctx, translate.ReservedPath, clientv3.WithPrefix())
+	if err != nil || len(resp.Kvs) != 0 {
+		t.Errorf("etcd get %s: %v %v; want no keys (the system nodes are not stored)", translate.ReservedPath, resp, err)
+	}
+}
+
+// TestBrandNewLooksBrandNewToBoth: a brand-new Janus is a brand-new etcd
+// (revision 1, no key, a watch from revision 1 sees nothing) and a
+// brand-new ZooKeeper (the system nodes at zxid 0, /zookeeper/config read
+// only). Quota nodes a ZooKeeper client makes under /zookeeper/quota are
+// stored as any node, and removing them leaves /zookeeper/quota in place.
+func TestBrandNewLooksBrandNewToBoth(t *testing.T) {
+	j := janustest.Start(t, janustest.Options{})
+	cli := j.EtcdClient(t)
+	ctx := testCtx(t)
+	resp, err := cli.Get(ctx, "", clientv3.WithFromKey())
+	if err != nil || len(resp.Kvs) != 0 || resp.Count != 0 || resp.Header.Revision != 1 {
+		t.Fatalf("etcd sees %v (err %v); want no key at revision 1", resp, err)
+	}
+	conn, _ := j.ZKClient(t, 10*time.Second)
+	for _, tc := range []struct {
+		path string
+		kids []string
+		acl  []zk.ACL
+	}{
+		{"/", []string{"zookeeper"}, openACL},
+		{"/zookeeper", []string{"config", "quota"}, openACL},
+		{"/zookeeper/config", []string{}, zk.WorldACL(zk.PermRead)},
+		{"/zookeeper/quota", []string{}, openACL},
+	} {
+		kids, st, err := conn.Children(tc.path)
+		if err != nil || !slices.Equal(kids, tc.kids) || st.NumChildren != int32(len(tc.kids)) || st.Czxid != 0 || st.Mzxid != 0 {
+			t.Errorf("ZooKeeper children of %s: %q %+v %v; want %q, created at zxid 0", tc.path, kids, st, err, tc.kids)
+		}
+		acl, _, err := conn.GetACL(tc.path)
+		if err != nil || !slices.Equal(acl, tc.acl) {
+			t.Errorf("ACL of %s: %v %v, want %v", tc.path, acl, err, tc.acl)
+		}
+	}
+	if _, err := conn.Set("/zookeeper/config", []byte("x"), -1); !errors.Is(err, zk.ErrNoAuth) {
+		t.Errorf("set /zookeeper/config: %v, want NoAuth", err)
+	}
+	if resp, err := cli.Get(ctx, "", clientv3.WithFromKey()); err != nil || resp.Header.Revision != 1 {
+		t.Fatalf("ZooKeeper reads moved the revision: %v %v", resp, err)
+	}
+	w := cli.Watch(ctx, "", clientv3.WithFromKey(), clientv3.WithRev(1))
+
+	// setquota's nodes.
+	for _, p := range []string{"/zookeeper/quota/app", "/zookeeper/quota/app/zookeeper_limits"} {
+		if _, err := conn.Create(p, []byte("n=5"), 0, openACL); err != nil {
+			t.Fatalf("create %s: %v", p, err)
+		}
+	}
+	wr := <-w
+	if len(wr.Events) != 1 || string(wr.Events[0].Kv.Key) != "/zookeeper/quota/app" || wr.Events[0].Kv.ModRevision != 2 {
+		t.Fatalf("etcd watch from revision 1 got %+v; want the first quota node at revision 2", wr.Events)
+	}
+	if got := etcdKeys(t, cli, "/zookeeper"); !slices.Equal(got, []string{"/zookeeper/quota/app", "/zookeeper/quota/app/zookeeper_limits"}) {
+		t.Errorf("etcd sees %q under /zookeeper; want the quota nodes only", got)
+	}
+	for _, p := range []string{"/zookeeper/quota/app/zookeeper_limits", "/zookeeper/quota/app"} {
+		if err := conn.Delete(p, -1); err != nil {
+			t.Fatalf("delete %s: %v", p, err)
+		}
+	}
+	kids, st, err := conn.Children("/zookeeper/quota")
+	if err != nil || len(kids) != 0 || st.NumChildren != 0 {
+		t.Fatalf("/zookeeper/quota after its last child went: %q %+v %v", kids, st, err)
+	}
+	if kids, _, err := conn.Children("/zookeeper"); err != nil || !slices.Equal(kids, []string{"config", "quota"}) {
+		t.Fatalf("/zookeeper children after the quota nodes went: %q %v", kids, err)
 	}
 }
 

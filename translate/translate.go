@@ -17,8 +17,11 @@
 //     has implicit parents (ImplicitParents): ZooKeeper clients see them as
 //     empty nodes with version 0, etcd ranges do not return them, and they
 //     vanish with their last child.
-//   - The /zookeeper subtree is ZooKeeper's own (IsReserved); etcd sees its
-//     nodes as ordinary keys.
+//   - The /zookeeper subtree is ZooKeeper's own (IsReserved). Its system
+//     nodes (/zookeeper, /zookeeper/config, /zookeeper/quota) are not
+//     stored (core.IsSystemPath), so a brand-new Janus shows etcd clients
+//     no key at revision 1; what ZooKeeper clients create below them
+//     (quota nodes) are ordinary keys.
 //   - ZooKeeper version = etcd version - 1 (ZKVersion, EtcdVersion).
 //   - Stat fields are KeyValue fields (StatOfKeyValue, KeyValueOfStat):
 //     czxid = create_revision, mzxid = mod_revision, ephemeralOwner = lease.
@@ -41,8 +44,9 @@ import (
 )
 
 // ReservedPath is the subtree ZooKeeper keeps for itself (/zookeeper/config,
-// /zookeeper/quota). Janus creates it as ZooKeeper does; etcd clients see
-// its nodes as ordinary keys.
+// /zookeeper/quota). Its system nodes are part of the tree without being
+// stored (see core.IsSystemPath); nodes created below them are ordinary
+// keys.
 const ReservedPath = "/zookeeper"
 
 // IsZNode reports whether the etcd key is also a znode: whether ZooKeeper

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 )
 
 // A leader goes through discovery (FOLLOWERINFO from a quorum; the new
@@ -59,6 +60,7 @@ type leaderState struct {
 	deadline     uint64
 	counter      uint32
 	hbSeq        uint64
+	hbSentAt     time.Time // when round hbSeq went out, for PeerRoundTrip
 	reads        []pendingRead
 	seqGen       uint64
 	resendMark   uint64
@@ -172,6 +174,9 @@ func (r *replica) leaderHandle(from uint64, msg *Message) {
 		}
 		ps.heard = r.now
 		ps.acked = max(ps.acked, msg.Index)
+		if msg.Nonce == ls.hbSeq && ps.hbSeq < msg.Nonce {
+			r.cfg.Observer.PeerRoundTrip(from, time.Since(ls.hbSentAt))
+		}
 		ps.hbSeq = max(ps.hbSeq, msg.Nonce)
 		r.checkReads()
 	case MsgRequest:
@@ -450,6 +455,7 @@ func (r *replica) leaderRead(reply func(uint64, error)) {
 func (r *replica) sendHeartbeats() {
 	ls := r.ls
 	ls.hbSeq++
+	ls.hbSentAt = time.Now()
 	for id, ps := range ls.peers {
 		if ps.phase >= pSynced {
 			r.send(id, Message{Type: MsgHeartbeat, Epoch: ls.epoch, Seq: ps.seq, Nonce: ls.hbSeq, Commit: r.commit})

@@ -1,6 +1,10 @@
 package zab
 
-import "sync"
+import (
+	"slices"
+	"sync"
+	"time"
+)
 
 // logWriter appends a replica's entries to the log on its own goroutine,
 // so that the protocol loop keeps receiving ACKs, sending COMMITs and
@@ -19,20 +23,32 @@ import "sync"
 // Operations that reshape the log (truncate, reset to a snapshot) and
 // synchronous appends run on the loop only after drain, while the writer
 // is idle; reads and zxid lookups may run beside it (wal allows that).
+//
+// A write the disk refuses for now (full or read-only, or check says so;
+// see ErrNoSpace) is not an error: the writer keeps the entries, reports
+// the condition (noSpaceErr) and tries again every retry until the disk
+// takes them or the writer is closed. The entries were never acknowledged,
+// so the ensemble goes on without this member meanwhile.
 type logWriter struct {
-	wal  *wal
-	work chan struct{} // cap 1: something was queued, or stop
-	done chan struct{} // cap 1: durable advanced or err was set
+	wal   *wal
+	check func(need int64) error // nil: no check before a write
+	retry time.Duration
+	work  chan struct{} // cap 1: something was queued, or stop
+	done  chan struct{} // cap 1: durable advanced or err was set
+	quit  chan struct{} // closed by close
 
-	mu      sync.Mutex
-	queue   []Entry
-	durable uint64 // last index on disk, as the writer last reported it
-	err     error
-	stop    bool
+	mu        sync.Mutex
+	queue     []Entry
+	durable   uint64 // last index on disk, as the writer last reported it
+	err       error
+	noSpace   error // why the last write was refused for want of disk
+	stop      bool
+	closeOnce sync.Once
 }
 
-func newLogWriter(w *wal, durable uint64) *logWriter {
-	return &logWriter{wal: w, durable: durable, work: make(chan struct{}, 1), done: make(chan struct{}, 1)}
+func newLogWriter(w *wal, durable uint64, check func(int64) error, retry time.Duration) *logWriter {
+	return &logWriter{wal: w, durable: durable, check: check, retry: retry,
+		work: make(chan struct{}, 1), done: make(chan struct{}, 1), quit: make(chan struct{})}
 }
 
 // run is the writer goroutine. It returns after close, or after an append
@@ -52,12 +68,35 @@ func (lw *logWriter) run() {
 		if len(batch) == 0 {
 			continue
 		}
-		err := lw.wal.append(batch)
+		err := lw.write(batch)
+		if refusedForSpace(err) {
+			lw.mu.Lock()
+			if lw.noSpace == nil {
+				lw.wal.logger.Warn("log disk full or read-only: refusing writes (NOSPACE), holding received entries until it takes them",
+					"first_index", batch[0].Index, "err", err)
+			}
+			lw.noSpace = err
+			// Back in front of whatever was queued meanwhile, in order.
+			lw.queue = append(slices.Clone(batch), lw.queue...)
+			lw.mu.Unlock()
+			batch = batch[:0]
+			select {
+			case <-time.After(lw.retry):
+				signal(lw.work)
+				continue
+			case <-lw.quit:
+				return
+			}
+		}
 		lw.mu.Lock()
 		if err != nil {
 			lw.err = err
 		} else {
 			lw.durable = batch[len(batch)-1].Index
+			if lw.noSpace != nil {
+				lw.wal.logger.Warn("log disk takes writes again; NOSPACE cleared", "was", lw.noSpace.Error())
+			}
+			lw.noSpace = nil
 		}
 		lw.mu.Unlock()
 		signal(lw.done)
@@ -69,6 +108,28 @@ func (lw *logWriter) run() {
 			batch = nil
 		}
 	}
+}
+
+// write asks check, then appends batch.
+func (lw *logWriter) write(batch []Entry) error {
+	if lw.check != nil {
+		need := 0
+		for _, e := range batch {
+			need += len(e.Data)
+		}
+		if err := lw.check(int64(need)); err != nil {
+			return &notWrittenError{err}
+		}
+	}
+	return lw.wal.append(batch)
+}
+
+// noSpaceErr returns why the writer's last write was refused for want of
+// disk, or nil.
+func (lw *logWriter) noSpaceErr() error {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	return lw.noSpace
 }
 
 // enqueue hands entries, which continue what was handed before, to the
@@ -102,6 +163,7 @@ func (lw *logWriter) close() {
 	lw.mu.Lock()
 	lw.stop = true
 	lw.mu.Unlock()
+	lw.closeOnce.Do(func() { close(lw.quit) })
 	signal(lw.work)
 }
 

@@ -3,6 +3,7 @@ package zab
 import (
 	"slices"
 	"testing"
+	"time"
 )
 
 // Entries handed to the log writer in many small batches, while it is
@@ -10,7 +11,7 @@ import (
 // is not readable back, and close stops the writer.
 func TestLogWriterAppendsEverythingHandedOverInOrder(t *testing.T) {
 	w := openTestWAL(t, t.TempDir())
-	lw := newLogWriter(w, 0)
+	lw := newLogWriter(w, 0, nil, time.Second)
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)

@@ -10,11 +10,20 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/januskv/janus/internal/diskspace"
 )
 
 // ErrStopped is returned for proposals that were not committed because the
 // member stopped (Close, or a fatal log or apply error).
 var ErrStopped = errors.New("zab: member stopped")
+
+// ErrNoSpace is returned for proposals that were refused because this
+// member's log could not take them: its disk is full or read-only (or
+// Config.CheckSpace said so). Nothing was written; the member keeps
+// running and takes writes again once its disk does. NoSpace reports the
+// condition.
+var ErrNoSpace = errors.New("zab: no space for the log")
 
 // ErrEntryTooLarge is returned by Propose for a payload above
 // Config.MaxEntrySize.
@@ -60,6 +69,15 @@ type Config struct {
 	MaxBatchBytes   int
 	// TrimInterval, when positive, runs Trim that often in the background.
 	TrimInterval time.Duration
+	// CheckSpace, if set, is asked before each group write with the
+	// group's payload bytes. An error it returns for which
+	// diskspace.Unwritable holds refuses the write as a full disk would
+	// (see ErrNoSpace); the member uses it to keep a reserve free for the
+	// state machine, which cannot refuse a committed entry.
+	CheckSpace func(need int64) error
+	// NoSpaceRetry is how often a replicated member whose disk is full
+	// tries again to write the entries it has received (default 1 s).
+	NoSpaceRetry time.Duration
 
 	// ID is this member's ID (default 1). It must be a key of Peers or
 	// Observers when either is set.
@@ -74,6 +92,9 @@ type Config struct {
 	// on this member's address, created by Open and closed by Close. A
 	// Transport passed in is not closed by Close.
 	Transport Transport
+	// PeerTLS, if set, makes the TCP transport's connections mutual TLS
+	// with member IDs bound to certificates.
+	PeerTLS *PeerTLS
 	// ElectionTimeout (default 1 s) is how long a follower waits without
 	// hearing its leader, or a leader without hearing a quorum, before it
 	// starts an election; and how long each election or synchronization
@@ -92,7 +113,31 @@ type Config struct {
 	// sends to synchronize a follower; a follower further behind receives
 	// a snapshot instead (when the state machine is a Snapshotter).
 	MaxDiffEntries int
+	// Observer, if set, is told what operators chart: how long log
+	// fsyncs take and how long heartbeats take to come back from each
+	// peer. Its methods are called from the log writer and the protocol
+	// loop, so they must not block.
+	Observer Observer
 }
+
+// Observer receives measurements of a running member. Measurements never
+// change what the member does.
+type Observer interface {
+	// LogSynced is called after each fdatasync of the log.
+	LogSynced(took time.Duration)
+	// PeerRoundTrip is called when a peer answers a leader's heartbeat:
+	// the time from sending that heartbeat round to the peer's answer.
+	PeerRoundTrip(peer uint64, took time.Duration)
+	// ElectionFinished is called when a member that was looking for a
+	// leader follows or leads again: how long it looked.
+	ElectionFinished(took time.Duration)
+}
+
+type noObserver struct{}
+
+func (noObserver) LogSynced(time.Duration)             {}
+func (noObserver) PeerRoundTrip(uint64, time.Duration) {}
+func (noObserver) ElectionFinished(time.Duration)      {}
 
 const (
 	defaultSegmentSize     = 64 << 20
@@ -112,6 +157,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Clock == nil {
 		c.Clock = time.Now
 	}
+	if c.Observer == nil {
+		c.Observer = noObserver{}
+	}
 	if c.SegmentSize <= 0 {
 		c.SegmentSize = defaultSegmentSize
 	}
@@ -123,6 +171,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxBatchEntries <= 0 {
 		c.MaxBatchEntries = defaultMaxBatchEntries
+	}
+	if c.NoSpaceRetry <= 0 {
+		c.NoSpaceRetry = time.Second
 	}
 	if c.MaxBatchBytes <= 0 {
 		c.MaxBatchBytes = defaultMaxBatchBytes
@@ -193,6 +244,14 @@ type Status struct {
 	FirstIndex     uint64 // oldest index the log still holds
 	Segments       int    // segment files in the log
 	Stopped        bool
+	// LeaderChanges counts the leaderships this member has seen since it
+	// started (etcd's leader_changes_seen_total): each new (leader,
+	// epoch) it follows or holds counts once, the first one included.
+	LeaderChanges uint64
+	// PeerAcked is, on a leader, the last log index each synchronized
+	// member has acknowledged as on its disk (refreshed every heartbeat
+	// interval); nil elsewhere. LastIndex minus it is that member's lag.
+	PeerAcked map[uint64]uint64
 }
 
 // Member is one member of a Zab ensemble: for now the only one, and so the
@@ -219,6 +278,11 @@ type Member struct {
 
 	errMu sync.Mutex
 	err   error // the first fatal error
+
+	// noSpace is why the last write was refused for want of disk (see
+	// ErrNoSpace), nil once a write succeeded. Writer-owned, read by
+	// NoSpace.
+	noSpace atomic.Pointer[error]
 
 	// Writer-owned.
 	counter  uint32
@@ -310,6 +374,7 @@ func openLog(cfg Config, sm StateMachine) (epochs, *wal, uint64, error) {
 	if err != nil {
 		return epochs{}, nil, 0, err
 	}
+	w.observer = cfg.Observer
 	applied := sm.AppliedIndex()
 	if first := w.firstIndex(); first > 0 && applied+1 < first {
 		w.close()
@@ -562,6 +627,7 @@ func (m *Member) Status() Status {
 		FirstIndex:     m.wal.firstIndex(),
 		Segments:       m.wal.segmentCount(),
 		Stopped:        stopped,
+		LeaderChanges:  1, // a single member leads from the start, once
 	}
 }
 
@@ -644,6 +710,16 @@ func (m *Member) runWriter() {
 		case first = <-m.proposals:
 		}
 		g, handed, err := m.writeGroup(m.gather(first))
+		if err != nil && !handed && refusedForSpace(err) {
+			m.setNoSpace(err)
+			for _, p := range g.props {
+				p.finish(nil, fmt.Errorf("%w: %w", ErrNoSpace, err))
+			}
+			continue
+		}
+		if err == nil && len(g.entries) > 0 {
+			m.setNoSpace(nil)
+		}
 		if err != nil {
 			m.fail(err)
 			if !handed {
@@ -701,9 +777,19 @@ func (m *Member) writeGroup(props []*proposal) (g group, handed bool, err error)
 	if len(live) == 0 {
 		return g, false, nil
 	}
+	if m.cfg.CheckSpace != nil {
+		need := 0
+		for _, p := range live {
+			need += len(p.data)
+		}
+		if err := m.cfg.CheckSpace(int64(need)); err != nil {
+			return g, false, &notWrittenError{err}
+		}
+	}
 	// Entry.Time never goes back, even if the wall clock does.
 	now := max(m.cfg.Clock().UnixMilli(), m.lastTime)
 	index := m.committedIndex.Load()
+	counter, epoch := m.counter, m.epoch.Load()
 	g.entries = make([]Entry, len(live))
 	for i, p := range live {
 		if m.counter == math.MaxUint32 {
@@ -738,10 +824,51 @@ func (m *Member) writeGroup(props []*proposal) (g group, handed bool, err error)
 	if handed {
 		g.durable <- err
 	}
+	if err != nil && !handed && refusedForSpace(err) && m.epoch.Load() == epoch {
+		// Nothing was written: the next group reuses the zxids.
+		m.counter = counter
+	}
 	if err != nil {
 		return g, handed, fmt.Errorf("append entries %d-%d: %w", g.entries[0].Index, index, err)
 	}
 	return g, handed, nil
+}
+
+// refusedForSpace reports whether err is an append that wrote nothing
+// because the disk cannot take a write for now (see ErrNoSpace).
+func refusedForSpace(err error) bool {
+	var nw *notWrittenError
+	return errors.As(err, &nw) && diskspace.Unwritable(err)
+}
+
+// setNoSpace records why writes are refused for want of disk, or (err
+// nil) that they are not, logging each change once.
+func (m *Member) setNoSpace(err error) {
+	var old *error
+	if err == nil {
+		old = m.noSpace.Swap(nil)
+		if old != nil {
+			m.logger.Warn("log disk takes writes again; NOSPACE cleared", "was", (*old).Error())
+		}
+		return
+	}
+	old = m.noSpace.Swap(&err)
+	if old == nil {
+		m.logger.Warn("log disk full or read-only: refusing writes (NOSPACE) until it takes them again, still serving reads",
+			"err", err)
+	}
+}
+
+// NoSpace returns why this member refuses writes for want of disk (see
+// ErrNoSpace), or nil when its last write attempt succeeded.
+func (m *Member) NoSpace() error {
+	if m.rep != nil {
+		return m.rep.lw.noSpaceErr()
+	}
+	if p := m.noSpace.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // advanceEpoch moves to the next epoch when the counter is exhausted, as a

@@ -11,6 +11,7 @@ import (
 	mrand "math/rand/v2"
 	"slices"
 	"sync"
+	"time"
 )
 
 // replica runs Zab for a member with peers. One goroutine (run) owns every
@@ -43,7 +44,11 @@ type replica struct {
 	voters  []uint64
 	members []uint64 // voters and observers, but not this member
 	quorum  int
-	voter   bool
+	// lastLeadership is the (leader, epoch) last counted in leaderChanges.
+	lastLeadership [2]uint64
+	leaderChanges  uint64
+	lookingSince   time.Time // when this member last started looking for a leader
+	voter          bool
 
 	inbox chan loopEvent
 	apply applyQueue
@@ -148,7 +153,7 @@ func openReplicated(cfg Config, sm StateMachine, lock *dirLock) (*Member, error)
 		for id, a := range cfg.Observers {
 			all[id] = a
 		}
-		tr, err = NewTCPTransport(TCPConfig{ID: cfg.ID, Listen: addr, Peers: all, Logger: cfg.Logger})
+		tr, err = NewTCPTransport(TCPConfig{ID: cfg.ID, Listen: addr, Peers: all, Logger: cfg.Logger, TLS: cfg.PeerTLS})
 		if err != nil {
 			return nil, err
 		}
@@ -191,7 +196,7 @@ func openReplicated(cfg Config, sm StateMachine, lock *dirLock) (*Member, error)
 		rpcs:       make(map[uint64]*rpcWait),
 	}
 	r.apply.init()
-	r.lw = newLogWriter(w, w.lastIndex)
+	r.lw = newLogWriter(w, w.lastIndex, cfg.CheckSpace, cfg.NoSpaceRetry)
 	for id := range cfg.Peers {
 		r.voters = append(r.voters, id)
 		if id != cfg.ID {
@@ -235,6 +240,11 @@ func openReplicated(cfg Config, sm StateMachine, lock *dirLock) (*Member, error)
 // proposes (leader) or forwards (follower) proposals in queue order.
 func (r *replica) submit(ctx context.Context, data []byte, leaderEpoch uint32) (*proposal, error) {
 	m := r.m
+	if err := r.lw.noSpaceErr(); err != nil {
+		// This member could not log (or so apply) the entry: refuse it
+		// here rather than commit it elsewhere and wait.
+		return nil, fmt.Errorf("%w: %w", ErrNoSpace, err)
+	}
 	p := &proposal{ctx: ctx, data: append([]byte(nil), data...), done: make(chan result, 1), leaderEpoch: leaderEpoch}
 	r.wmu.Lock()
 	r.reqSeq++
@@ -563,6 +573,7 @@ func (r *replica) publish() {
 	st := Status{
 		ID: r.id, Role: r.role, LeaderID: r.leader, Epoch: r.ep.Current, AcceptedEpoch: r.ep.Accepted,
 		LastZxid: r.lastZxid, LastIndex: r.durable, CommittedIndex: r.commit,
+		LeaderChanges: r.leaderChanges,
 	}
 	if r.role == RoleLooking {
 		st.LeaderID = 0
@@ -574,10 +585,38 @@ func (r *replica) publish() {
 	r.m.epoch.Store(r.ep.Current)
 }
 
+// publishPeers records, for Status, how far each synchronized peer has
+// acknowledged the log: once a tick, so that acknowledgements cost no
+// lock.
+func (r *replica) publishPeers() {
+	acked := make(map[uint64]uint64, len(r.ls.peers))
+	for id, ps := range r.ls.peers {
+		if ps.phase >= pSynced {
+			acked[id] = ps.acked
+		}
+	}
+	r.smu.Lock()
+	r.status.PeerAcked = acked
+	r.smu.Unlock()
+}
+
 func (r *replica) send(to uint64, m Message) { r.tr.Send(to, m) }
 
 func (r *replica) setRole(role string, leader uint64) {
+	switch {
+	case role == RoleLooking && r.role != RoleLooking:
+		r.lookingSince = time.Now()
+	case role != RoleLooking && r.role == RoleLooking && !r.lookingSince.IsZero():
+		r.cfg.Observer.ElectionFinished(time.Since(r.lookingSince))
+	}
 	r.role, r.leader = role, leader
+	if role != RoleLooking && leader != 0 {
+		seen := [2]uint64{leader, uint64(r.ep.Current)}
+		if seen != r.lastLeadership {
+			r.lastLeadership = seen
+			r.leaderChanges++
+		}
+	}
 	rc := RoleChange{Role: role, LeaderID: leader, Epoch: r.ep.Current}
 	if role == RoleLooking {
 		rc.LeaderID = 0
@@ -793,6 +832,7 @@ func (r *replica) tick() {
 	switch {
 	case r.ls != nil:
 		r.leaderTick()
+		r.publishPeers()
 	case r.fs != nil:
 		r.followerTick()
 	default:

@@ -2,6 +2,8 @@ package zab
 
 import (
 	"bufio"
+	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -10,6 +12,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -36,7 +40,32 @@ type TCPConfig struct {
 	// QueueSize is the per-peer send queue (default 4096 messages); Send
 	// drops when it is full.
 	QueueSize int
+	// TLS, if set, makes every peer connection mutual TLS and binds
+	// member IDs to certificates (see PeerTLS).
+	TLS *PeerTLS
 }
+
+// PeerTLS is mutual TLS between members. A member's certificate must name
+// it: it carries the DNS subject alternative name PeerCertName(id), and
+// chains to the peers' CA. A connection whose certificate does not name
+// the member it claims to be (in its hello) or was dialed as is closed, so
+// a member's key proves who it is and a peer is no longer trusted on the
+// ID it claims.
+type PeerTLS struct {
+	// Server is the configuration inbound connections are accepted with;
+	// it must require and verify client certificates.
+	Server *tls.Config
+	// Client returns the configuration to dial the member whose
+	// certificate must hold serverName (called at each dial, so that
+	// rotated certificates are used).
+	Client func(serverName string) *tls.Config
+}
+
+// PeerCertName is the name a member's peer certificate must hold as a DNS
+// subject alternative name: janus-member-<id>.
+func PeerCertName(id uint64) string { return peerCertPrefix + strconv.FormatUint(id, 10) }
+
+const peerCertPrefix = "janus-member-"
 
 // TCPTransport sends each peer's messages over one outbound TCP connection
 // and receives over the connections peers open to it, so each ordered pair
@@ -209,9 +238,21 @@ func (t *TCPTransport) acceptLoop() {
 	}
 }
 
-func (t *TCPTransport) readConn(c net.Conn) {
+func (t *TCPTransport) readConn(raw net.Conn) {
 	defer t.rwg.Done()
-	defer t.untrack(c)
+	defer t.untrack(raw)
+	c := raw
+	var tc *tls.Conn
+	if t.cfg.TLS != nil {
+		tc = tls.Server(raw, t.cfg.TLS.Server)
+		c = tc
+		raw.SetDeadline(time.Now().Add(t.cfg.IdleTimeout))
+		if err := tc.HandshakeContext(context.Background()); err != nil {
+			t.log.Warn("peer TLS handshake failed; closing connection", "remote", raw.RemoteAddr(), "err", err)
+			return
+		}
+		raw.SetDeadline(time.Time{})
+	}
 	br := bufio.NewReaderSize(c, 64<<10)
 	c.SetReadDeadline(time.Now().Add(t.cfg.IdleTimeout))
 	hello, err := readFrame(br, 64)
@@ -226,6 +267,12 @@ func (t *TCPTransport) readConn(c net.Conn) {
 	if _, known := t.cfg.Peers[from]; !known || from == t.cfg.ID {
 		t.log.Warn("connection from an unknown member; closing", "remote", c.RemoteAddr(), "id", from)
 		return
+	}
+	if tc != nil {
+		if err := certNames(tc.ConnectionState(), from); err != nil {
+			t.log.Warn("peer certificate does not name the member it claims to be; closing", "remote", c.RemoteAddr(), "id", from, "err", err)
+			return
+		}
 	}
 	for {
 		c.SetReadDeadline(time.Now().Add(t.cfg.IdleTimeout))
@@ -286,6 +333,47 @@ func appendFrame(dst, payload []byte) []byte {
 	return append(dst, payload...)
 }
 
+// startConn begins an outbound connection to member id: the TLS handshake,
+// if peers use TLS, then the hello. It returns what to write frames to.
+func (t *TCPTransport) startConn(conn net.Conn, id uint64) (io.Writer, error) {
+	var w io.Writer = conn
+	if t.cfg.TLS != nil {
+		tc := tls.Client(conn, t.cfg.TLS.Client(PeerCertName(id)))
+		conn.SetDeadline(time.Now().Add(t.cfg.DialTimeout + t.cfg.WriteTimeout))
+		if err := tc.HandshakeContext(context.Background()); err != nil {
+			return nil, fmt.Errorf("TLS handshake: %w", err)
+		}
+		conn.SetDeadline(time.Time{})
+		// The handshake verified that the certificate holds
+		// PeerCertName(id); certNames also refuses one naming others.
+		if err := certNames(tc.ConnectionState(), id); err != nil {
+			return nil, err
+		}
+		w = tc
+	}
+	hello := binary.AppendUvarint([]byte(helloMagic), t.cfg.ID)
+	conn.SetWriteDeadline(time.Now().Add(t.cfg.WriteTimeout))
+	_, err := w.Write(appendFrame(nil, hello))
+	return w, err
+}
+
+// certNames checks that a verified peer certificate names member id, and
+// no other member: a certificate for two members would let either act as
+// the other.
+func certNames(st tls.ConnectionState, id uint64) error {
+	if len(st.VerifiedChains) == 0 || len(st.PeerCertificates) == 0 {
+		return errors.New("no verified peer certificate")
+	}
+	leaf := st.PeerCertificates[0]
+	want := PeerCertName(id)
+	for _, n := range leaf.DNSNames {
+		if strings.HasPrefix(n, peerCertPrefix) && n != want {
+			return fmt.Errorf("the certificate also names %s", n)
+		}
+	}
+	return leaf.VerifyHostname(want)
+}
+
 // runSender owns the outbound connection to one peer.
 func (t *TCPTransport) runSender(p *tcpPeer) {
 	defer t.wg.Done()
@@ -312,10 +400,9 @@ func (t *TCPTransport) runSender(p *tcpPeer) {
 				if !t.track(conn) {
 					return
 				}
-				hello := binary.AppendUvarint([]byte(helloMagic), t.cfg.ID)
-				conn.SetWriteDeadline(time.Now().Add(t.cfg.WriteTimeout))
-				if _, err = conn.Write(appendFrame(nil, hello)); err == nil {
-					c, bw = conn, bufio.NewWriterSize(conn, 64<<10)
+				var w io.Writer
+				if w, err = t.startConn(conn, p.id); err == nil {
+					c, bw = conn, bufio.NewWriterSize(w, 64<<10)
 					backoff = 50 * time.Millisecond
 					break
 				}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 )
 
 // segment describes one segment file of the log.
@@ -73,6 +74,7 @@ type wal struct {
 	lastTime   int64
 	buf        []byte
 	noPrealloc bool // the filesystem refused to preallocate (logged once)
+	observer   Observer
 }
 
 // openWAL reads and validates every segment in dir (on fsys), truncating a
@@ -450,21 +452,36 @@ func (w *wal) appendThen(entries []Entry, written func()) error {
 		w.buf = appendRecord(w.buf, e, entries[0].Index)
 	}
 	// A group larger than a segment still goes whole into one (a fresh
-	// one), growing it past its preallocated size.
-	if w.activeEnd > int64(segmentHeaderSize) && w.activeEnd+int64(len(w.buf)) > w.segmentSize {
+	// one), growing it past its preallocated size. No active segment means
+	// the last roll failed (the disk was full): try it again.
+	if w.active == nil || (w.activeEnd > int64(segmentHeaderSize) && w.activeEnd+int64(len(w.buf)) > w.segmentSize) {
 		if err := w.roll(entries[0].Index); err != nil {
-			return err
+			return &notWrittenError{err}
 		}
 	}
 	if _, err := w.active.WriteAt(w.buf, w.activeEnd); err != nil {
-		return fmt.Errorf("write log: %w", err)
+		err = fmt.Errorf("write log: %w", err)
+		if rerr := w.restoreTail(len(w.buf)); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+		return &notWrittenError{err}
 	}
 	w.activeEnd += int64(len(w.buf))
 	if written != nil {
 		written()
 	}
+	start := time.Now()
 	if err := w.active.Datasync(); err != nil {
 		return fmt.Errorf("sync log: %w", err)
+	}
+	took := time.Since(start)
+	if w.observer != nil {
+		w.observer.LogSynced(took)
+	}
+	if took > slowSyncWarning {
+		// etcd's warning, with its fields, so that the same alert fires.
+		w.logger.Warn("slow fdatasync", "took", took, "expected-duration", slowSyncWarning,
+			"entries", len(entries), "bytes", len(w.buf))
 	}
 	last := entries[len(entries)-1]
 	w.lastIndex, w.lastZxid, w.lastTime = last.Index, last.Zxid, last.Time
@@ -482,14 +499,56 @@ func (w *wal) appendThen(entries []Entry, written func()) error {
 	return nil
 }
 
+// slowSyncWarning is how long an fdatasync may take before it is logged,
+// etcd's expected duration for its WAL sync.
+const slowSyncWarning = time.Second
+
+// notWrittenError is an append that wrote nothing of its group: the log
+// on disk and in memory is as before the call, so the caller may append
+// again (the same entries or others at the same indexes) once the cause is
+// gone. Every other append error leaves the log's tail unknown.
+type notWrittenError struct{ err error }
+
+func (e *notWrittenError) Error() string { return e.err.Error() }
+func (e *notWrittenError) Unwrap() error { return e.err }
+
+// restoreTail undoes a failed write of n bytes at the active segment's
+// end, so that the zeros after the last record again mark the log's end:
+// growth past the preallocated size (or, without preallocation, past the
+// end) is cut, and the part inside the preallocation is zeroed, which
+// needs no new blocks. If it fails, the tail is unknown.
+func (w *wal) restoreTail(n int) error {
+	end, keep := w.activeEnd+int64(n), w.activeEnd
+	if !w.noPrealloc {
+		keep = max(keep, w.segmentSize)
+	}
+	if end > keep {
+		if err := w.active.Truncate(keep); err != nil {
+			return fmt.Errorf("cut failed log write: %w", err)
+		}
+		end = keep
+	}
+	if end > w.activeEnd {
+		if _, err := w.active.WriteAt(make([]byte, end-w.activeEnd), w.activeEnd); err != nil {
+			return fmt.Errorf("zero failed log write: %w", err)
+		}
+	}
+	return nil
+}
+
 // roll seals the active segment (already synced by the append that wrote
 // it) and starts a new one at first. The sealed segment keeps the zeros
-// after its last record.
+// after its last record. If the new segment cannot be created, there is
+// no active segment until a later roll succeeds; the log is otherwise
+// unchanged.
 func (w *wal) roll(first uint64) error {
-	if err := w.active.Close(); err != nil {
-		return fmt.Errorf("close sealed segment: %w", err)
+	if w.active != nil {
+		err := w.active.Close()
+		w.active = nil
+		if err != nil {
+			return fmt.Errorf("close sealed segment: %w", err)
+		}
 	}
-	w.active = nil
 	return w.openSegment(first)
 }
 

@@ -20,18 +20,25 @@ import (
 // connection reset (closed with ruok unread) answers nothing.
 func ruok(t *testing.T, addr string) string {
 	t.Helper()
+	return sendWord(t, addr, "ruok")
+}
+
+// sendWord sends a four-letter word on a new connection and returns the
+// answer, as ruok does.
+func sendWord(t *testing.T, addr, word string) string {
+	t.Helper()
 	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
-	if _, err := c.Write([]byte("ruok")); err != nil {
-		t.Fatalf("ruok: %v", err)
+	if _, err := c.Write([]byte(word)); err != nil {
+		t.Fatalf("%s: %v", word, err)
 	}
 	b, err := io.ReadAll(c)
 	if err != nil && !errors.Is(err, syscall.ECONNRESET) {
-		t.Fatalf("ruok: %v", err)
+		t.Fatalf("%s: %v", word, err)
 	}
 	return string(b)
 }
@@ -41,7 +48,7 @@ func ruok(t *testing.T, addr string) string {
 // must back off, log the burst once, and serve again.
 func TestAcceptSurvivesRunningOutOfFiles(t *testing.T) {
 	logs := janustest.NewLogWaiter()
-	j := startJanus(t, zkapi.Config{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	j := startJanus(t, zkapi.Config{Logger: slog.New(slog.NewTextHandler(logs, nil)), FourLetterWhitelist: []string{"ruok"}})
 	if got := ruok(t, j.Addr); got != "imok" {
 		t.Fatalf("ruok = %q before the test", got)
 	}
@@ -74,8 +81,8 @@ func TestConnectionLimits(t *testing.T) {
 		cfg  zkapi.Config
 		log  string
 	}{
-		{"per client IP", zkapi.Config{MaxClientConns: 2}, "too many connections from one address"},
-		{"in all", zkapi.Config{MaxConns: 2}, "too many connections; closing a new one"},
+		{"per client IP", zkapi.Config{MaxClientConns: 2, FourLetterWhitelist: []string{"ruok"}}, "too many connections from one address"},
+		{"in all", zkapi.Config{MaxConns: 2, FourLetterWhitelist: []string{"ruok"}}, "too many connections; closing a new one"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			logs := janustest.NewLogWaiter()
@@ -112,5 +119,20 @@ func TestConnectionLimits(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFourLetterWhitelistDefault checks the zero Config serves ZooKeeper
+// 3.8's default whitelist: srvr, and none of the words that list sessions,
+// client addresses or the environment.
+func TestFourLetterWhitelistDefault(t *testing.T) {
+	j := startJanus(t, zkapi.Config{})
+	if got := sendWord(t, j.Addr, "srvr"); !strings.HasPrefix(got, "Zookeeper version: ") {
+		t.Errorf("srvr = %q", got)
+	}
+	for _, w := range []string{"cons", "dump", "envi", "wchc", "wchp", "stat", "mntr", "conf", "ruok", "crst", "srst"} {
+		if got, want := sendWord(t, j.Addr, w), w+" is not executed because it is not in the whitelist.\n"; got != want {
+			t.Errorf("%s = %q, want %q", w, got, want)
+		}
 	}
 }

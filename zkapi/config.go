@@ -20,7 +20,9 @@ type Config struct {
 	// 0xfffff). A larger frame closes its connection.
 	MaxBuffer int
 	// FourLetterWhitelist names the four-letter words served, like
-	// 4lw.commands.whitelist; nil serves every one, "*" too.
+	// 4lw.commands.whitelist; "*" serves every one. nil serves ZooKeeper
+	// 3.8's default, srvr only: cons, dump and others list session IDs
+	// and client addresses to anyone who can connect.
 	FourLetterWhitelist []string
 	// ReaperInterval is how often empty containers and expired TTL nodes
 	// are looked for (default 1s).
@@ -38,6 +40,10 @@ type Config struct {
 	// once it is reached the connection reads no more until the oldest
 	// is answered.
 	MaxOutstanding int
+	// EnforceQuota refuses creates and setData that pass a hard quota set
+	// under /zookeeper/quota, as ZooKeeper's zookeeper.enforceQuota=true
+	// does (off by default, as in ZooKeeper); see quota.go.
+	EnforceQuota bool
 	// Clock is the wall clock the reaper compares TTLs with (default
 	// time.Now).
 	Clock func() time.Time

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -139,9 +140,20 @@ func (c *conn) logReadError(err error) {
 	case errors.As(err, &fl):
 		c.log.Warn("closing connection: bad frame length", "err", err)
 	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), c.ctx.Err() != nil:
+	case tlsHandshakeFailed(c.nc):
+		// A client without an acceptable certificate, or speaking
+		// plaintext to the TLS port: the operator wants to know.
+		c.log.Warn("closing connection: TLS handshake failed", "err", err)
 	default:
 		c.log.Debug("closing connection", "err", err)
 	}
+}
+
+// tlsHandshakeFailed reports whether nc is a TLS connection whose
+// handshake did not complete.
+func tlsHandshakeFailed(nc net.Conn) bool {
+	tc, ok := nc.(*tls.Conn)
+	return ok && !tc.ConnectionState().HandshakeComplete
 }
 
 // shutdown ends the connection: the writer sends what is queued, the

@@ -15,6 +15,12 @@ var errBackend = errors.New("zkapi: backend unavailable")
 // codeOf maps a state-machine refusal to the ZooKeeper error code the same
 // input gets from ZooKeeper.
 func codeOf(err error) jute.Code {
+	// A refusal made before proposing (too large for the log, NOSPACE)
+	// comes wrapped in the member's context.
+	var ce *core.Error
+	if errors.As(err, &ce) {
+		err = ce
+	}
 	switch core.CodeOf(err) {
 	case core.CodeOK:
 		return jute.CodeOk
@@ -38,6 +44,16 @@ func codeOf(err error) jute.Code {
 		return jute.CodeBadArguments
 	case core.CodeSessionExpired, core.CodeLeaseNotFound:
 		return jute.CodeSessionExpired
+	case core.CodeNoSpace:
+		// ZooKeeper has no code for a full store (on a full disk it
+		// exits). SystemError is one every client raises at once and
+		// keeps the session through: Curator throws
+		// SystemErrorException without retrying, kazoo raises
+		// SystemZookeeperError. QuotaExceeded (-125) is unknown to
+		// kazoo 2.8, whose reader thread then fails and drops the
+		// session; ConnectionLoss would drop the reads with the write
+		// and have Curator retry the write in a loop.
+		return jute.CodeSystemError
 	}
 	return jute.CodeSystemError
 }

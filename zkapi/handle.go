@@ -195,6 +195,9 @@ func (c *conn) prepareWrite(op jute.OpCode, rec jute.Record, ids []core.ID) (cor
 			c.log.Info("refusing write over a storage limit", "op", op, "err", err)
 			return core.TxnOp{}, codeOf(err)
 		}
+		if code := c.checkQuota(top); code != jute.CodeOk {
+			return core.TxnOp{}, code
+		}
 	}
 	return top, code
 }
@@ -502,7 +505,7 @@ func (c *conn) getData(path string, watch bool, ids []core.ID) reply {
 
 func children(v core.View, path string) ([]string, error) {
 	out := []string{}
-	err := v.Children([]byte(path), func(name []byte) bool {
+	err := core.TreeChildren(v, []byte(path), func(name []byte) bool {
 		out = append(out, string(name))
 		return true
 	})
@@ -559,7 +562,7 @@ func (c *conn) getAllChildrenNumber(path string, ids []core.ID) reply {
 
 func countDescendants(v core.View, path []byte) (int, error) {
 	var kids [][]byte
-	if err := v.Children(path, func(name []byte) bool {
+	if err := core.TreeChildren(v, path, func(name []byte) bool {
 		kids = append(kids, core.JoinPath(path, name))
 		return true
 	}); err != nil {

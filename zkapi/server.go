@@ -25,7 +25,7 @@ type Server struct {
 
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
-	ready  chan struct{} // closed once the event stream and /zookeeper exist
+	ready  chan struct{} // closed once the event stream is followed
 	wg     sync.WaitGroup
 
 	mu        sync.Mutex
@@ -250,9 +250,6 @@ func (s *Server) followEvents() {
 }
 
 func (s *Server) followOnce() error {
-	if err := s.ensureSystemNodes(); err != nil {
-		return err
-	}
 	v, err := s.backend.Read(s.ctx, 0)
 	if err != nil {
 		return fmt.Errorf("read latest revision: %w", err)
@@ -287,29 +284,6 @@ func (s *Server) markReady() {
 	default:
 		close(s.ready)
 	}
-}
-
-// ensureSystemNodes creates /zookeeper, /zookeeper/quota and
-// /zookeeper/config if they are missing, as every ZooKeeper has them
-// (Curator reads /zookeeper/config on connect).
-func (s *Server) ensureSystemNodes() error {
-	readOnly := []core.ACL{{Perms: core.PermRead, ID: core.ID{Scheme: "world", ID: "anyone"}}}
-	for _, n := range []struct {
-		path string
-		acl  []core.ACL
-	}{{"/zookeeper", nil}, {"/zookeeper/quota", nil}, {"/zookeeper/config", readOnly}} {
-		op := &core.Op{Txn: &core.Txn{Success: []core.TxnOp{{
-			Kind: core.OpCreate, Key: []byte(n.path), Value: []byte{}, Create: &core.CreateOptions{ACL: n.acl},
-		}}}}
-		res, err := s.backend.Propose(s.ctx, op)
-		if err != nil {
-			return fmt.Errorf("create %s: %w", n.path, err)
-		}
-		if res.Err != nil && core.CodeOf(res.Err) != core.CodeNodeExists {
-			return fmt.Errorf("create %s: %w", n.path, res.Err)
-		}
-	}
-	return nil
 }
 
 // aclAt returns a lookup of node ACLs as of revision re.Rev, for filtering

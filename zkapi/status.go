@@ -22,11 +22,14 @@ const version = "3.8.0-janus"
 // bytes of a connection.
 var fourLetterWords = []string{"conf", "cons", "crst", "dump", "envi", "gtmk", "ruok", "stmk", "srst", "srvr", "stat", "wchc", "wchp", "wchs", "mntr", "isro", "hash", "dirs"}
 
+// DefaultFourLetterWhitelist is ZooKeeper 3.8's 4lw.commands.whitelist.
+var DefaultFourLetterWhitelist = []string{"srvr"}
+
 // allowed reports whether a four-letter word is whitelisted.
 func (s *Server) allowed(cmd string) bool {
 	wl := s.cfg.FourLetterWhitelist
 	if wl == nil {
-		return true
+		wl = DefaultFourLetterWhitelist
 	}
 	for _, w := range wl {
 		if w == "*" || strings.TrimSpace(w) == cmd {
@@ -49,8 +52,17 @@ func (s *Server) treeCounts() (nodes, ephemerals int, owners map[int64][]string,
 	defer v.Close()
 	owners = map[int64][]string{}
 	nodes, dataSize = 2, 1 // "" and "/"
+	// The system nodes count whether stored or not (see core.SystemPaths).
+	for _, p := range core.SystemPaths() {
+		nodes++
+		dataSize += int64(len(p))
+	}
 	err = v.Range([]byte("/"), []byte("0"), func(n *core.Node) bool {
 		if !core.IsTreePath(n.Key) || string(n.Key) == "/" {
+			return true
+		}
+		if core.IsSystemPath(n.Key) {
+			dataSize += int64(len(n.Value)) // its path is counted above
 			return true
 		}
 		nodes++
@@ -281,3 +293,7 @@ func alarmList(alarms []core.Alarm) string {
 	}
 	return strings.Join(parts, ",")
 }
+
+// Monitor returns mntr's key-value pairs, for the metrics exporter: what
+// Prometheus scrapes is what mntr prints.
+func (s *Server) Monitor() ([][2]string, error) { return s.mntr() }

@@ -77,7 +77,7 @@ start_server() {
 	case $name in
 	janus)
 		bin/janus --data-dir "$data" --etcd-listen "$endpoint" --zk-listen "127.0.0.1:$p2" \
-			--http-listen "127.0.0.1:$p3" --log-level warn >"$work/server.log" 2>&1 &
+			--http-listen "127.0.0.1:$p3" --enable-pprof --log-level warn >"$work/server.log" 2>&1 &
 		server_pid=$!
 		http="http://127.0.0.1:$p3"
 		wait_healthy "$http/health"

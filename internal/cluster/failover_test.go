@@ -208,6 +208,8 @@ func TestSessionsSurviveLeaderFailover(t *testing.T) {
 			t.Fatal(err)
 		}
 		refused += bytes.Count(b, []byte("session re-attach refused: expired"))
+		// The message in slog's JSON (the default) and text formats.
+		refused += bytes.Count(b, []byte(`"msg":"session expired"`))
 		refused += bytes.Count(b, []byte(`msg="session expired"`))
 	}
 	if refused != 0 {

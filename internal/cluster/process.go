@@ -233,6 +233,27 @@ func (c *Cluster) kill(n *Node) {
 	<-done
 }
 
+// Stop sends SIGTERM to node i, as an operator's restart does, and waits
+// until the process has exited. A node that has not exited within timeout
+// is killed and reported: a graceful stop must be prompt.
+func (c *Cluster) Stop(i int, timeout time.Duration) error {
+	n := c.Nodes[i]
+	n.mu.Lock()
+	done := n.done
+	n.mu.Unlock()
+	if done == nil {
+		return nil
+	}
+	c.signal(n, syscall.SIGTERM)
+	select {
+	case <-done:
+		return nil
+	case <-time.After(timeout):
+		c.kill(n)
+		return fmt.Errorf("cluster: node %d still running %v after SIGTERM:\n%s", n.ID, timeout, tail(n.LogPath, 20))
+	}
+}
+
 // Kill sends SIGKILL to node i (0-based) and waits until it is gone.
 func (c *Cluster) Kill(i int) { c.kill(c.Nodes[i]) }
 
@@ -338,8 +359,8 @@ func freePorts(t testing.TB, n int) []int {
 	return out
 }
 
-// errorLines returns the ERROR records of a node's log (text handler
-// format).
+// errorLines returns the ERROR records of a node's log, written by slog's
+// JSON handler (the default) or its text one.
 func errorLines(path string) []string {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -347,7 +368,7 @@ func errorLines(path string) []string {
 	}
 	var out []string
 	for _, l := range strings.Split(string(b), "\n") {
-		if strings.Contains(l, " level=ERROR ") {
+		if strings.Contains(l, `"level":"ERROR"`) || strings.Contains(l, " level=ERROR ") {
 			out = append(out, l)
 		}
 	}

@@ -26,6 +26,8 @@ func debianPackage(what string) string {
 		return "liblog4j1.2-java"
 	case "go":
 		return "golang-go (or any Go toolchain on PATH)"
+	case "tmpfs":
+		return "none: mounting a tmpfs needs root (CAP_SYS_ADMIN)"
 	case "etcd tools":
 		return "none: etcd and etcdctl are built from go.mod's tool block (make tools)"
 	}

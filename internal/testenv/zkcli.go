@@ -25,6 +25,13 @@ const zkCliPath = "/usr/share/zookeeper/bin/zkCli.sh"
 // point. Failing to run at all, an unknown command, or hanging fails the test.
 func ZkCli(t testing.TB, server string, cmds ...string) string {
 	t.Helper()
+	return ZkCliJVM(t, server, nil, cmds...)
+}
+
+// ZkCliJVM is ZkCli with extra JVM flags for the client, such as
+// ZooKeeper's client TLS properties (-Dzookeeper.client.secure=true ...).
+func ZkCliJVM(t testing.TB, server string, jvmFlags []string, cmds ...string) string {
+	t.Helper()
 	_, err := os.Stat(zkCliPath)
 	Need(t, "zkCli.sh", err == nil, fmt.Sprintf("%s: %v", zkCliPath, err))
 	javaPath(t)
@@ -35,7 +42,7 @@ func ZkCli(t testing.TB, server string, cmds ...string) string {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		cmd := commandContext(ctx, zkCliPath, args...)
 		// The CLI runs for well under a second: skip the optimizing JIT.
-		cmd.Env = append(os.Environ(), "CLIENT_JVMFLAGS=-XX:TieredStopAtLevel=1 -Djava.net.preferIPv4Stack=true")
+		cmd.Env = append(os.Environ(), "CLIENT_JVMFLAGS=-XX:TieredStopAtLevel=1 -Djava.net.preferIPv4Stack=true "+strings.Join(jvmFlags, " "))
 		var out bytes.Buffer
 		cmd.Stdout = &out
 		cmd.Stderr = &out // "Created /x" goes to stderr, errors to stdout
@@ -74,4 +81,22 @@ func cleanZkCliOutput(s string) string {
 		return ""
 	}
 	return out + "\n"
+}
+
+// ZkCliTLSFlags are the JVM flags that make zkCli.sh connect over TLS, as
+// ZooKeeper documents them: the Netty client socket, client.secure, and
+// PEM key and trust stores (keyStore holds the client certificate and its
+// key in one file; trustStore the CA).
+//
+// Debian's zookeeper.jar names its dependencies in its manifest but leaves
+// out netty-resolver and netty-codec, which only the Netty socket needs, so
+// the flags also restate the class path with them (java uses the last -cp).
+func ZkCliTLSFlags(keyStore, trustStore string) []string {
+	return []string{
+		"-cp", "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar:/usr/share/java/netty-resolver.jar:/usr/share/java/netty-codec.jar",
+		"-Dzookeeper.clientCnxnSocket=org.apache.zookeeper.ClientCnxnSocketNetty",
+		"-Dzookeeper.client.secure=true",
+		"-Dzookeeper.ssl.keyStore.location=" + keyStore, "-Dzookeeper.ssl.keyStore.type=PEM",
+		"-Dzookeeper.ssl.trustStore.location=" + trustStore, "-Dzookeeper.ssl.trustStore.type=PEM",
+	}
 }

@@ -174,6 +174,8 @@ func (l *Launcher) startJanus(root string, nodes int) (*System, error) {
 			"--zk-listen", zkAddr,
 			"--http-listen", httpAddr,
 			"--log-level", "warn",
+			// The comparison's -profile reads each member's pprof.
+			"--enable-pprof",
 		}
 		if nodes > 1 {
 			args = append(args, "--id", strconv.Itoa(i+1), "--peers", strings.Join(peers, ","),

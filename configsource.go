@@ -1,0 +1,351 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// envPrefix starts every environment variable that sets a flag:
+// JANUS_DATA_DIR sets --data-dir.
+const envPrefix = "JANUS_"
+
+// applySources sets, on fs, the flags the command line left unset: from
+// JANUS_* variables first, then from the YAML configuration file, then
+// from the ZooKeeper one. An unknown key in a file, or a value its flag
+// refuses, stops start-up with one line naming the file and the key.
+func applySources(fs *flag.FlagSet, environ []string, stderr io.Writer, configFile, zkConfig *string) error {
+	set := map[string]string{} // flag → where its value came from
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = "the command line" })
+
+	for _, kv := range environ {
+		k, v, _ := strings.Cut(kv, "=")
+		rest, ok := strings.CutPrefix(k, envPrefix)
+		if !ok {
+			continue
+		}
+		name := strings.ToLower(strings.ReplaceAll(rest, "_", "-"))
+		f := fs.Lookup(name)
+		if f == nil {
+			// Tests and tools use JANUS_* variables of their own; etcd
+			// warns about an unknown ETCD_* one the same way.
+			fmt.Fprintf(stderr, "janus: ignoring environment variable %s: no flag --%s\n", k, name)
+			continue
+		}
+		if set[name] != "" {
+			continue
+		}
+		if err := fs.Set(name, v); err != nil {
+			return fmt.Errorf("environment variable %s: %w", k, err)
+		}
+		set[name] = "the environment"
+	}
+
+	if *configFile != "" {
+		values, err := readYAMLConfig(*configFile)
+		if err != nil {
+			return err
+		}
+		if err := setFromFile(fs, set, *configFile, values); err != nil {
+			return err
+		}
+	}
+	if *zkConfig != "" {
+		values, ignored, err := readZooCfg(*zkConfig)
+		if err != nil {
+			return err
+		}
+		if len(ignored) > 0 {
+			fmt.Fprintf(stderr, "janus: %s: ignoring keys with no equivalent: %s\n", *zkConfig, strings.Join(ignored, ", "))
+		}
+		if err := setFromFile(fs, set, *zkConfig, values); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fileValue is one key of a configuration file, as the flag it sets.
+type fileValue struct {
+	key   string // as written in the file, for messages
+	flag  string
+	value string
+}
+
+// setFromFile sets each value's flag unless a source before the file set
+// it. Files cannot point at other files.
+func setFromFile(fs *flag.FlagSet, set map[string]string, file string, values []fileValue) error {
+	for _, v := range values {
+		f := fs.Lookup(v.flag)
+		if f == nil || v.flag == "config-file" || v.flag == "zk-config" {
+			return fmt.Errorf("config file %s: unknown key %q", file, v.key)
+		}
+		if set[v.flag] != "" {
+			continue
+		}
+		value := v.value
+		if isDuration(f) {
+			if ms, err := strconv.ParseInt(value, 10, 64); err == nil {
+				value = (time.Duration(ms) * time.Millisecond).String()
+			}
+		}
+		if err := fs.Set(v.flag, value); err != nil {
+			return fmt.Errorf("config file %s: key %q: %w", file, v.key, err)
+		}
+		set[v.flag] = file
+	}
+	return nil
+}
+
+func isDuration(f *flag.Flag) bool {
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return false
+	}
+	_, ok = g.Get().(time.Duration)
+	return ok
+}
+
+// readYAMLConfig reads a YAML map of flag names to values. Lists become
+// comma-separated values, as the flags take them.
+func readYAMLConfig(path string) ([]fileValue, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config file: %w", err)
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("config file %s: %w", path, err)
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out []fileValue
+	for _, k := range keys {
+		s, err := yamlScalar(m[k])
+		if err != nil {
+			return nil, fmt.Errorf("config file %s: key %q: %w", path, k, err)
+		}
+		out = append(out, fileValue{key: k, flag: k, value: s})
+	}
+	return out, nil
+}
+
+func yamlScalar(v any) (string, error) {
+	switch v := v.(type) {
+	case nil:
+		return "", nil
+	case string:
+		return v, nil
+	case bool:
+		return strconv.FormatBool(v), nil
+	case float64:
+		return strconv.FormatFloat(v, 'f', -1, 64), nil
+	case []any:
+		parts := make([]string, len(v))
+		for i, e := range v {
+			s, err := yamlScalar(e)
+			if err != nil {
+				return "", err
+			}
+			parts[i] = s
+		}
+		return strings.Join(parts, ","), nil
+	default:
+		return "", fmt.Errorf("a %T is not a value a flag takes", v)
+	}
+}
+
+// zooCfgKeys maps zoo.cfg keys that have an equivalent to the flag they
+// set; zooCfgIgnored are keys Janus reads without acting on (say why in
+// the README). server.N, clientPort/clientPortAddress and dataDir's myid
+// are handled apart.
+var (
+	zooCfgKeys = map[string]string{
+		"dataDir":                        "data-dir",
+		"tickTime":                       "tick-time",
+		"maxClientCnxns":                 "max-client-cnxns",
+		"maxCnxns":                       "max-cnxns",
+		"minSessionTimeout":              "min-session-timeout",
+		"maxSessionTimeout":              "max-session-timeout",
+		"4lw.commands.whitelist":         "4lw-whitelist",
+		"jute.maxbuffer":                 "jute-maxbuffer",
+		"extendedTypesEnabled":           "extended-types-enabled",
+		"zookeeper.extendedTypesEnabled": "extended-types-enabled",
+	}
+	zooCfgIgnored = map[string]bool{
+		"dataLogDir": true, "initLimit": true, "preAllocSize": true, "snapCount": true,
+		"autopurge.snapRetainCount": true, "autopurge.purgeInterval": true,
+		"admin.enableServer": true, "admin.serverPort": true, "admin.serverAddress": true,
+		"standaloneEnabled": true, "reconfigEnabled": true, "dynamicConfigFile": true,
+		"metricsProvider.className": true, "metricsProvider.httpPort": true,
+		"quorumListenOnAllIPs": true, "electionAlg": true, "peerType": true,
+		"clientPortListenBacklog": true, "globalOutstandingLimit": true,
+		"syncEnabled": true, "forceSync": true, "leaderServes": true,
+	}
+)
+
+// readZooCfg maps a ZooKeeper configuration file onto Janus's flags.
+// Ensemble lines (server.N=host:quorumPort:electionPort[:observer][;[clientHost:]clientPort])
+// become --peers, --observers and --peer-zk; myid in dataDir becomes --id;
+// syncLimit x tickTime becomes --election-timeout, as it is how long a
+// ZooKeeper follower waits for its leader.
+func readZooCfg(path string) (values []fileValue, ignored []string, err error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("zk config: %w", err)
+	}
+	props := map[string]string{}
+	var order []string
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for line := 1; sc.Scan(); line++ {
+		l := strings.TrimSpace(sc.Text())
+		if l == "" || l[0] == '#' || l[0] == '!' {
+			continue
+		}
+		k, v, ok := strings.Cut(l, "=")
+		if !ok {
+			return nil, nil, fmt.Errorf("zk config %s: line %d: %q is not key=value", path, line, l)
+		}
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if _, dup := props[k]; !dup {
+			order = append(order, k)
+		}
+		props[k] = v
+	}
+	if err := sc.Err(); err != nil {
+		return nil, nil, fmt.Errorf("zk config %s: %w", path, err)
+	}
+	add := func(key, flag, value string) { values = append(values, fileValue{key: key, flag: flag, value: value}) }
+
+	tick := 2000 * time.Millisecond
+	if v, ok := props["tickTime"]; ok {
+		ms, err := strconv.Atoi(v)
+		if err != nil || ms <= 0 {
+			return nil, nil, fmt.Errorf("zk config %s: key %q: %q is not a positive number of milliseconds", path, "tickTime", v)
+		}
+		tick = time.Duration(ms) * time.Millisecond
+	}
+	if v, ok := props["clientPort"]; ok {
+		host := props["clientPortAddress"]
+		if host == "" {
+			host = "0.0.0.0"
+		}
+		add("clientPort", "zk-listen", net.JoinHostPort(host, v))
+	}
+	if v, ok := props["syncLimit"]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return nil, nil, fmt.Errorf("zk config %s: key %q: %q is not a positive number of ticks", path, "syncLimit", v)
+		}
+		add("syncLimit", "election-timeout", (time.Duration(n) * tick).String())
+	}
+
+	var peers, observers, clients []string
+	for _, k := range order {
+		v := props[k]
+		switch {
+		case strings.HasPrefix(k, "server."):
+			id, err := strconv.ParseUint(strings.TrimPrefix(k, "server."), 10, 64)
+			if err != nil || id == 0 {
+				return nil, nil, fmt.Errorf("zk config %s: key %q: the server id must be a positive number", path, k)
+			}
+			peer, observer, client, err := parseZooServer(v)
+			if err != nil {
+				return nil, nil, fmt.Errorf("zk config %s: key %q: %w", path, k, err)
+			}
+			entry := fmt.Sprintf("%d=%s", id, peer)
+			if observer {
+				observers = append(observers, entry)
+			} else {
+				peers = append(peers, entry)
+			}
+			if client != "" {
+				clients = append(clients, fmt.Sprintf("%d=%s", id, client))
+			}
+		case zooCfgKeys[k] != "":
+			value := v
+			if k == "4lw.commands.whitelist" {
+				value = strings.ReplaceAll(value, " ", "")
+			}
+			add(k, zooCfgKeys[k], value)
+		case k == "clientPort" || k == "clientPortAddress" || k == "syncLimit":
+		case zooCfgIgnored[k]:
+			ignored = append(ignored, k)
+		default:
+			return nil, nil, fmt.Errorf("zk config %s: unknown key %q", path, k)
+		}
+	}
+	if _, on := props["extendedTypesEnabled"]; !on {
+		if _, on := props["zookeeper.extendedTypesEnabled"]; !on {
+			// ZooKeeper's default: a zoo.cfg that does not turn TTL nodes
+			// on starts a server without them.
+			add("extendedTypesEnabled (default)", "extended-types-enabled", "false")
+		}
+	}
+	if len(peers)+len(observers) > 0 {
+		add("server.N", "peers", strings.Join(peers, ","))
+		if len(observers) > 0 {
+			add("server.N", "observers", strings.Join(observers, ","))
+		}
+		if len(clients) > 0 {
+			add("server.N", "peer-zk", strings.Join(clients, ","))
+		}
+		// A ZooKeeper ensemble member learns its id from dataDir/myid.
+		if dir := props["dataDir"]; dir != "" {
+			myid, err := os.ReadFile(filepath.Join(dir, "myid"))
+			switch {
+			case errors.Is(err, os.ErrNotExist):
+			case err != nil:
+				return nil, nil, fmt.Errorf("zk config %s: read myid: %w", path, err)
+			default:
+				add("myid", "id", strings.TrimSpace(string(myid)))
+			}
+		}
+	}
+	return values, ignored, nil
+}
+
+// parseZooServer reads a server.N value:
+// host:quorumPort[:electionPort][:participant|observer][;[clientHost:]clientPort].
+// Janus uses one peer port, the quorum one.
+func parseZooServer(v string) (peer string, observer bool, client string, err error) {
+	addrs, clientPart, _ := strings.Cut(v, ";")
+	parts := strings.Split(addrs, ":")
+	if len(parts) < 2 {
+		return "", false, "", fmt.Errorf("%q is not host:quorumPort:electionPort", v)
+	}
+	if last := parts[len(parts)-1]; last == "observer" || last == "participant" {
+		observer = last == "observer"
+		parts = parts[:len(parts)-1]
+	}
+	if _, err := strconv.ParseUint(parts[1], 10, 16); err != nil {
+		return "", false, "", fmt.Errorf("%q: quorum port %q is not a port", v, parts[1])
+	}
+	peer = net.JoinHostPort(parts[0], parts[1])
+	if clientPart != "" {
+		host, port, found := strings.Cut(clientPart, ":")
+		if !found {
+			host, port = parts[0], clientPart
+		}
+		if host == "0.0.0.0" {
+			host = parts[0]
+		}
+		client = net.JoinHostPort(host, port)
+	}
+	return peer, observer, client, nil
+}

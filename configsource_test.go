@@ -1,0 +1,277 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/januskv/janus/internal/testenv"
+)
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestConfigPrecedence: a flag beats the environment, which beats the
+// configuration file, which beats the default; each source sets what the
+// ones before it left.
+func TestConfigPrecedence(t *testing.T) {
+	file := writeFile(t, "janus.yaml", `
+data-dir: /from/file
+tick-time: 3000          # a bare number for a duration is milliseconds, as in etcd's and ZooKeeper's files
+max-client-cnxns: 7
+jute-maxbuffer: 4096
+election-timeout: 1500
+heartbeat-interval: 150
+4lw-whitelist: [srvr, mntr]
+log-format: text
+`)
+	env := []string{"JANUS_MAX_CLIENT_CNXNS=8", "JANUS_JUTE_MAXBUFFER=5000", "HOME=/root", "JANUS_NOT_A_FLAG=1"}
+	var stderr bytes.Buffer
+	cfg, err := parseConfig([]string{"--config-file", file, "--jute-maxbuffer", "6000"}, env, &stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		what      string
+		got, want any
+	}{
+		{"data-dir from the file", cfg.DataDir, "/from/file"},
+		{"tick-time from the file, in ms", cfg.TickTime, 3 * time.Second},
+		{"election-timeout from the file, in ms", cfg.ElectionTimeout, 1500 * time.Millisecond},
+		{"heartbeat-interval from the file, in ms", cfg.HeartbeatInterval, 150 * time.Millisecond},
+		{"max-client-cnxns: env over file", cfg.MaxClientConns, 8},
+		{"jute-maxbuffer: flag over env and file", cfg.MaxBuffer, 6000},
+		{"4lw-whitelist: a YAML list", cfg.FourLetterWords, "srvr,mntr"},
+		{"log-format from the file", cfg.LogFormat, "text"},
+		{"zk-listen: the default", cfg.ZKListen, "127.0.0.1:2181"},
+	} {
+		if fmt.Sprint(c.got) != fmt.Sprint(c.want) {
+			t.Errorf("%s: got %v, want %v", c.what, c.got, c.want)
+		}
+	}
+	if !strings.Contains(stderr.String(), "JANUS_NOT_A_FLAG") {
+		t.Errorf("an unknown JANUS_ variable is not reported: %q", stderr.String())
+	}
+}
+
+// TestInvalidConfigurationIsOneLineNamingTheKey: start-up stops with one
+// line that names the file (or variable) and the key.
+func TestInvalidConfigurationIsOneLineNamingTheKey(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		env  []string
+		want []string
+	}{
+		{"unknown key", []string{"--config-file", writeFile(t, "a.yaml", "data-dir: x\nno-such-key: 1\n")}, nil, []string{"a.yaml", `"no-such-key"`}},
+		{"bad value", []string{"--config-file", writeFile(t, "b.yaml", "tick-time: soon\n")}, nil, []string{"b.yaml", `"tick-time"`}},
+		{"a map where a value goes", []string{"--config-file", writeFile(t, "c.yaml", "peers: {a: b}\n")}, nil, []string{"c.yaml", `"peers"`}},
+		{"not YAML", []string{"--config-file", writeFile(t, "d.yaml", "data-dir: [\n")}, nil, []string{"d.yaml"}},
+		{"bad environment value", nil, []string{"JANUS_TICK_TIME=often"}, []string{"JANUS_TICK_TIME"}},
+		{"bad log format", []string{"--log-format", "xml"}, nil, []string{"--log-format"}},
+		{"zoo.cfg unknown key", []string{"--zk-config", writeFile(t, "e.cfg", "tickTime=2000\nfancyNewKey=1\n")}, nil, []string{"e.cfg", `"fancyNewKey"`}},
+		{"zoo.cfg bad server line", []string{"--zk-config", writeFile(t, "f.cfg", "server.1=nohost\n")}, nil, []string{"f.cfg", `"server.1"`}},
+		{"zoo.cfg bad tickTime", []string{"--zk-config", writeFile(t, "g.cfg", "tickTime=fast\n")}, nil, []string{"g.cfg", `"tickTime"`}},
+	}
+	for _, c := range cases {
+		_, err := parseConfig(c.args, c.env, io.Discard)
+		if err == nil {
+			t.Errorf("%s: accepted", c.name)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %q does not name %s", c.name, err, w)
+			}
+		}
+		if strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: error spans several lines: %q", c.name, err)
+		}
+	}
+}
+
+// TestZooCfgFromDebian reads the zoo.cfg Debian's zookeeper package ships
+// as its example.
+func TestZooCfgFromDebian(t *testing.T) {
+	const example = "/etc/zookeeper/conf_example/zoo.cfg"
+	_, statErr := os.Stat(example)
+	testenv.Need(t, "zookeeper", statErr == nil, fmt.Sprint(statErr))
+	var stderr bytes.Buffer
+	cfg, err := parseConfig([]string{"--zk-config", example}, nil, &stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// tickTime=2000 initLimit=10 syncLimit=5 dataDir=/tmp/zookeeper clientPort=2181
+	if cfg.TickTime != 2*time.Second || cfg.ElectionTimeout != 10*time.Second ||
+		cfg.DataDir != "/tmp/zookeeper" || cfg.ZKListen != "0.0.0.0:2181" || !cfg.DisableExtendedTypes {
+		t.Errorf("from Debian's zoo.cfg: tick %v, election timeout %v, data dir %q, zk listen %q, extended types off %v",
+			cfg.TickTime, cfg.ElectionTimeout, cfg.DataDir, cfg.ZKListen, cfg.DisableExtendedTypes)
+	}
+	if !strings.Contains(stderr.String(), "initLimit") {
+		t.Errorf("ignored keys not reported: %q", stderr.String())
+	}
+}
+
+// TestZooCfgEnsembleStarts starts three members, each from the zoo.cfg of
+// one server of a 3-server ensemble (ZooKeeper's documented layout: the
+// same server.N lines, a myid file in each dataDir), and checks that they
+// form one ensemble that ZooKeeper clients use.
+func TestZooCfgEnsembleStarts(t *testing.T) {
+	const n = 3
+	var servers strings.Builder
+	clientAddrs := make([]string, n)
+	for i := 1; i <= n; i++ {
+		peer := freeAddr(t)
+		host, port, _ := strings.Cut(peer, ":")
+		clientAddrs[i-1] = freeAddr(t)
+		_, clientPort, _ := strings.Cut(clientAddrs[i-1], ":")
+		// server.N=host:quorumPort:electionPort;clientPort (3.5+ form).
+		fmt.Fprintf(&servers, "server.%d=%s:%s:%d;%s\n", i, host, port, 1, clientPort)
+	}
+	var conns []string
+	for i := 1; i <= n; i++ {
+		dataDir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dataDir, "myid"), []byte(fmt.Sprintf("%d\n", i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, clientPort, _ := strings.Cut(clientAddrs[i-1], ":")
+		zooCfg := writeFile(t, "zoo.cfg", fmt.Sprintf(`# a 3-server ensemble, as ZooKeeper's admin guide lays it out
+tickTime=200
+initLimit=10
+syncLimit=5
+dataDir=%s
+clientPort=%s
+clientPortAddress=127.0.0.1
+maxClientCnxns=60
+4lw.commands.whitelist=srvr, mntr, ruok
+extendedTypesEnabled=true
+autopurge.snapRetainCount=3
+autopurge.purgeInterval=1
+%s`, dataDir, clientPort, servers.String()))
+		cfg, err := parseConfig([]string{"--zk-config", zooCfg}, nil, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.ID != uint64(i) || len(cfg.Peers) != n || cfg.ElectionTimeout != time.Second || cfg.DisableExtendedTypes || cfg.FourLetterWords != "srvr,mntr,ruok" {
+			t.Fatalf("server %d: id %d, peers %v, election timeout %v, extended types off %v, 4lw %q", i, cfg.ID, cfg.Peers, cfg.ElectionTimeout, cfg.DisableExtendedTypes, cfg.FourLetterWords)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		ready := make(chan Addrs, 1)
+		done := make(chan error, 1)
+		go func() {
+			done <- run(ctx, []string{"--zk-config", zooCfg, "--etcd-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"}, io.Discard, ready)
+		}()
+		select {
+		case a := <-ready:
+			conns = append(conns, a.ZK)
+			t.Cleanup(func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Errorf("server %d stopped with %v", i, err)
+				}
+			})
+		case err := <-done:
+			cancel()
+			t.Fatalf("server %d did not start: %v", i, err)
+		}
+	}
+	if conns[0] != clientAddrs[0] {
+		t.Fatalf("server 1 serves ZooKeeper on %s, zoo.cfg says %s", conns[0], clientAddrs[0])
+	}
+	writer, _, err := zk.Connect(conns[:1], 10*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Close()
+	var created string
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		created, err = writer.Create("/from-zoo-cfg", []byte("x"), 0, zk.WorldACL(zk.PermAll))
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("create through server 1: %v", err)
+	}
+	reader, _, err := zk.Connect(conns[2:], 10*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	if _, err := reader.Sync(created); err != nil {
+		t.Fatal(err)
+	}
+	if data, _, err := reader.Get(created); err != nil || string(data) != "x" {
+		t.Fatalf("read through server 3: %q %v", data, err)
+	}
+}
+
+// TestJSONLogsParse: with the default format every line the server writes
+// while it starts, serves and stops is one JSON object with time, level,
+// msg and the member's ID.
+func TestJSONLogsParse(t *testing.T) {
+	var out bytes.Buffer
+	w := &syncWriter{w: &out}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan Addrs, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--data-dir", t.TempDir(), "--id", "10", "--etcd-listen", "127.0.0.1:0", "--zk-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"}, w, ready)
+	}()
+	var a Addrs
+	select {
+	case a = <-ready:
+	case err := <-done:
+		cancel()
+		t.Fatal(err)
+	}
+	conn, _, err := zk.Connect([]string{a.ZK}, 5*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Create("/x", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	w.mu.Lock()
+	logs := out.String()
+	w.mu.Unlock()
+	lines := strings.Split(strings.TrimSpace(logs), "\n")
+	if len(lines) < 3 {
+		t.Fatalf("only %d log lines:\n%s", len(lines), logs)
+	}
+	for _, l := range lines {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Fatalf("not JSON: %q: %v", l, err)
+		}
+		for _, k := range []string{"time", "level", "msg"} {
+			if _, ok := rec[k]; !ok {
+				t.Errorf("no %q in %q", k, l)
+			}
+		}
+		if rec["member_id"] != "a" {
+			t.Errorf("member_id %v, want \"a\" (10 in hex) in %q", rec["member_id"], l)
+		}
+	}
+}
