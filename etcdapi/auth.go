@@ -160,6 +160,24 @@ func (c *caller) zkAuth() []core.ID {
 	return []core.ID{{Scheme: core.EtcdScheme, ID: c.user}}
 }
 
+// setZKAuth gives t and every Txn nested in it the caller's ZooKeeper
+// identity (see zkAuth).
+func (c *caller) setZKAuth(t *core.Txn) {
+	auth := c.zkAuth()
+	var walk func(t *core.Txn)
+	walk = func(t *core.Txn) {
+		t.Auth = auth
+		for _, ops := range [][]core.TxnOp{t.Success, t.Failure} {
+			for i := range ops {
+				if ops[i].Kind == core.OpTxn && ops[i].Txn != nil {
+					walk(ops[i].Txn)
+				}
+			}
+		}
+	}
+	walk(t)
+}
+
 // isRoot says whether the caller may do anything: auth is off, or it is a
 // root user.
 func (c *caller) isRoot() bool { return !c.st.Enabled || c.st.IsRoot(c.user) }

@@ -99,6 +99,10 @@ func TestEtcdUsersMeetZooKeeperACLs(t *testing.T) {
 			_, err := alice.Txn(ctx).Then(clientv3.OpPut("/locked", "x")).Commit()
 			return err
 		}, false},
+		{"alice writes it in a nested txn", func() error {
+			_, err := alice.Txn(ctx).Then(clientv3.OpTxn(nil, []clientv3.Op{clientv3.OpPut("/locked", "x")}, nil)).Commit()
+			return err
+		}, false},
 		{"alice writes an open key", func() error { _, err := alice.Put(ctx, "/open", "x"); return err }, true},
 		{"root (ZooKeeper's super) overwrites the locked znode", func() error { _, err := root.Put(ctx, "/locked", "r"); return err }, true},
 	}
