@@ -25,20 +25,11 @@ func (k *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResp
 	if err := checkRange(r); err != nil {
 		return nil, err
 	}
-	view, rev, done, err := k.rangeView(ctx, r)
+	view, rev, done, c, err := k.rangeView(ctx, r)
 	if err != nil {
 		return nil, err
 	}
 	defer done()
-	// After rangeView's linearizable wait, so the auth store checked is
-	// as recent as the data read.
-	c, err := k.s.caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.may(r.Key, r.RangeEnd, core.AuthRead); err != nil {
-		return nil, err
-	}
 	if refused, err := core.CheckRangeACL(view, r.Key, r.RangeEnd, c.zkAuth()); refused != nil || err != nil {
 		return nil, grpcError(errors.Join(refused, err))
 	}
@@ -56,29 +47,38 @@ func (k *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResp
 // after a linearizable wait unless r is serializable), the current
 // revision, which etcd's header carries even for a read of an older one,
 // and the function that releases the views.
-func (k *kvServer) rangeView(ctx context.Context, r *pb.RangeRequest) (core.View, int64, func(), error) {
+func (k *kvServer) rangeView(ctx context.Context, r *pb.RangeRequest) (core.View, int64, func(), *caller, error) {
 	if !r.Serializable {
 		if err := k.s.b.Linearize(ctx); err != nil {
-			return nil, 0, nil, grpcError(err)
+			return nil, 0, nil, nil, grpcError(err)
 		}
+	}
+	// etcd checks permissions before the revision: after the
+	// linearizable wait, so the auth store is as recent as the data.
+	c, err := k.s.caller(ctx)
+	if err != nil {
+		return nil, 0, nil, nil, err
+	}
+	if err := c.may(r.Key, r.RangeEnd, core.AuthRead); err != nil {
+		return nil, 0, nil, nil, err
 	}
 	latest, err := k.s.b.Read(ctx, 0)
 	if err != nil {
-		return nil, 0, nil, grpcError(err)
+		return nil, 0, nil, nil, grpcError(err)
 	}
 	if r.Revision <= 0 || r.Revision == latest.Rev() {
-		return latest, latest.Rev(), latest.Close, nil
+		return latest, latest.Rev(), latest.Close, c, nil
 	}
 	if r.Revision > latest.Rev() {
 		latest.Close()
-		return nil, 0, nil, rpctypes.ErrGRPCFutureRev
+		return nil, 0, nil, nil, rpctypes.ErrGRPCFutureRev
 	}
 	old, err := k.s.b.Read(ctx, r.Revision)
 	if err != nil {
 		latest.Close()
-		return nil, 0, nil, grpcError(err)
+		return nil, 0, nil, nil, grpcError(err)
 	}
-	return old, latest.Rev(), func() { old.Close(); latest.Close() }, nil
+	return old, latest.Rev(), func() { old.Close(); latest.Close() }, c, nil
 }
 
 // firstStreamChunk is the number of keys in RangeStream's first chunk, as
@@ -104,18 +104,11 @@ func (k *kvServer) RangeStream(r *pb.RangeRequest, stream grpc.ServerStreamingSe
 	if opts.MinModRev != 0 || opts.MaxModRev != 0 || opts.MinCreateRev != 0 || opts.MaxCreateRev != 0 {
 		return status.Error(codes.Unimplemented, "RangeStream does not support revision filters")
 	}
-	view, rev, done, err := k.rangeView(stream.Context(), r)
+	view, rev, done, c, err := k.rangeView(stream.Context(), r)
 	if err != nil {
 		return err
 	}
 	defer done()
-	c, err := k.s.caller(stream.Context())
-	if err != nil {
-		return err
-	}
-	if err := c.may(r.Key, r.RangeEnd, core.AuthRead); err != nil {
-		return err
-	}
 	if refused, err := core.CheckRangeACL(view, r.Key, r.RangeEnd, c.zkAuth()); refused != nil || err != nil {
 		return grpcError(errors.Join(refused, err))
 	}
