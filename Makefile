@@ -24,6 +24,7 @@ test:
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 25m $(TESTFLAGS) ./...
 	cd deploy && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m $(TESTFLAGS) ./...
+	$(MAKE) test-k8s
 
 # image builds the container image as an OCI tarball (bin/janus-image.tar)
 # without a container engine: a static binary, then deploy/image around it.
@@ -33,6 +34,15 @@ image:
 	@mkdir -p bin
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-buildid= -o bin/janus-static .
 	cd deploy && $(GO) run ./image --binary ../bin/janus-static --out ../bin/janus-image.tar
+
+# The Kubernetes API server's own storage tests against Janus: a module of
+# its own (test/k8s), so its dependencies stay out of Janus's go.mod.
+# K8STESTFLAGS is passed to its go test.
+K8STESTFLAGS ?=
+.PHONY: test-k8s
+test-k8s:
+	cd test/k8s && $(GO) vet ./...
+	cd test/k8s && $(GO) test -count=1 -timeout 20m $(K8STESTFLAGS) ./...
 
 # bench compares Janus with a real etcd and a real ZooKeeper on this
 # machine and writes a report under bench/out/ (see docs/benchmarks.md).
@@ -64,7 +74,7 @@ fuzz:
 		done; \
 	done
 
-# The reference etcd server and etcdctl, at the versions go.mod's tool block
+# The reference etcd server, etcdctl and etcdutl, at the versions go.mod's tool block
 # pins. Tests build them on demand too (internal/testenv); each binary is
 # built beside its final name and renamed, so a concurrent test never runs a
 # half-written file.
@@ -72,6 +82,8 @@ tools:
 	@mkdir -p bin
 	$(GO) build -o bin/etcdctl.tmp go.etcd.io/etcd/etcdctl/v3
 	mv -f bin/etcdctl.tmp bin/etcdctl
+	$(GO) build -o bin/etcdutl.tmp go.etcd.io/etcd/etcdutl/v3
+	mv -f bin/etcdutl.tmp bin/etcdutl
 	$(GO) build -o bin/etcd.tmp go.etcd.io/etcd/server/v3
 	mv -f bin/etcd.tmp bin/etcd
 

@@ -64,6 +64,7 @@ require (
 	go.etcd.io/bbolt v1.5.0 // indirect
 	go.etcd.io/etcd/client/pkg/v3 v3.7.3 // indirect
 	go.etcd.io/etcd/etcdctl/v3 v3.7.3 // indirect
+	go.etcd.io/etcd/etcdutl/v3 v3.7.3 // indirect
 	go.etcd.io/etcd/pkg/v3 v3.7.3 // indirect
 	go.etcd.io/raft/v3 v3.7.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
@@ -90,5 +91,6 @@ require (
 
 tool (
 	go.etcd.io/etcd/etcdctl/v3
+	go.etcd.io/etcd/etcdutl/v3
 	go.etcd.io/etcd/server/v3
 )

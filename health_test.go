@@ -301,8 +301,8 @@ func fourLetter(t *testing.T, addr, word string) string {
 }
 
 // The child side of TestProcessExitsWhenItsMemberStops: a node whose
-// applies all fail, so its member stops at the first write (the ZooKeeper
-// face's system nodes, written at start).
+// applies all fail, so its member stops at the first write, which the
+// child makes itself through the etcd face once the node is up.
 func init() {
 	if os.Getenv("JANUS_FAILING_DISK") == "" {
 		return
@@ -313,7 +313,19 @@ func init() {
 		os.Exit(2)
 	}
 	cfg.applyFault = func(uint64) error { return errors.New("injected I/O failure") }
-	if err := serve(context.Background(), cfg, os.Stderr, nil); err != nil {
+	ready := make(chan Addrs, 1)
+	go func() {
+		a := <-ready
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{a.Etcd}, DialTimeout: 5 * time.Second})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "child:", err)
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = cli.Put(ctx, "/first-write", "fails") // the member stops applying it
+	}()
+	if err := serve(context.Background(), cfg, os.Stderr, ready); err != nil {
 		fmt.Fprintln(os.Stderr, "janus:", err)
 		os.Exit(1)
 	}

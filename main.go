@@ -27,11 +27,14 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
-	if len(os.Args) > 1 && os.Args[1] == "migrate" {
+	switch {
+	case len(os.Args) > 1 && os.Args[1] == "migrate":
 		err = runMigrate(ctx, os.Args[2:], os.Stdout, os.Stderr)
-	} else if len(os.Args) > 1 && os.Args[1] == "probe" {
+	case len(os.Args) > 1 && os.Args[1] == "probe":
 		err = runProbe(ctx, os.Args[2:])
-	} else {
+	case len(os.Args) > 1 && os.Args[1] == "snapshot":
+		err = runSnapshot(os.Args[2:], os.Stdout, os.Stderr)
+	default:
 		err = run(ctx, os.Args[1:], os.Stderr, nil)
 	}
 	if err != nil {

@@ -22,15 +22,15 @@ import (
 )
 
 // startInProcess runs the server on free loopback ports until the test
-// ends, with extra flags if given.
+// ends; extra flags (--id, --peers) make it a member of an ensemble.
 func startInProcess(t *testing.T, dataDir string, extra ...string) Addrs {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan Addrs, 1)
 	done := make(chan error, 1)
 	var stderr bytes.Buffer
+	args := append([]string{"--data-dir", dataDir, "--etcd-listen", "127.0.0.1:0", "--zk-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"}, extra...)
 	go func() {
-		args := append([]string{"--data-dir", dataDir, "--etcd-listen", "127.0.0.1:0", "--zk-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"}, extra...)
 		done <- run(ctx, args, &syncWriter{w: &stderr}, ready)
 	}()
 	select {

@@ -6,8 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"time"
 
+	"github.com/januskv/janus/internal/metrics"
 	"github.com/januskv/janus/migrate"
 )
 
@@ -54,6 +57,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	progressEvery := fs.Int("progress-every", 1000, "print a progress line every this many nodes")
 	batch := fs.Int("batch", 64, "etcd puts per target transaction")
 	dialTimeout := fs.Duration("dial-timeout", 10*time.Second, "how long to wait for each side to answer")
+	listenMetrics := fs.String("listen-metrics", "", "host:port serving /metrics while following: events applied, lag in events and seconds, resyncs")
 	var auth []migrate.Auth
 	fs.Func("auth", "scheme:credentials to add to every ZooKeeper session (repeatable), e.g. digest:admin:secret; needed to copy digest ACLs", func(v string) error {
 		a, err := migrate.ParseAuth(v)
@@ -85,10 +89,46 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		From: src, To: dst, Follow: *follow, Cutover: *cutover, DryRun: *dryRun, StatusEvery: *statusEvery, Out: stdout,
 		ProgressEvery: *progressEvery, BatchSize: *batch, DialTimeout: *dialTimeout, Auth: auth,
 	}
+	if *listenMetrics != "" {
+		state := &migrate.FollowState{}
+		cfg.State = state
+		stop, err := serveFollowMetrics(*listenMetrics, state, stderr)
+		if err != nil {
+			return fmt.Errorf("migrate: --listen-metrics: %w", err)
+		}
+		defer stop()
+	}
 	if *verifyOnly {
 		_, err = migrate.Verify(ctx, cfg)
 	} else {
 		_, err = migrate.Run(ctx, cfg)
 	}
 	return err
+}
+
+// serveFollowMetrics serves the follower's status as Prometheus metrics on
+// addr until stop is called.
+func serveFollowMetrics(addr string, state *migrate.FollowState, stderr io.Writer) (stop func(), err error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	reg := metrics.New()
+	reg.WatchFollow(func() metrics.Follow {
+		st := state.Status()
+		return metrics.Follow{Applied: st.Applied, Pending: st.PendingEvents, Lag: st.Lag, Resyncs: st.Resyncs, CaughtUp: st.CaughtUp}
+	})
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", reg.Handler())
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: httpReadHeaderTimeout}
+	fmt.Fprintf(stderr, "janus migrate: metrics on http://%s/metrics\n", l.Addr())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = hs.Serve(l)
+	}()
+	return func() {
+		hs.Close()
+		<-done
+	}, nil
 }

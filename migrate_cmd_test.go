@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/januskv/janus/internal/janustest"
 	"github.com/januskv/janus/internal/testenv"
@@ -144,4 +147,78 @@ func TestMigrateHelperProcess(t *testing.T) {
 		os.Exit(1)
 	}
 	os.Exit(0)
+}
+
+// TestMigrateFollowServesLagMetrics follows a real etcd into Janus with
+// --listen-metrics and reads the follower's progress from /metrics while
+// it runs.
+func TestMigrateFollowServesLagMetrics(t *testing.T) {
+	ref := testenv.StartEtcd(t)
+	src := janustest.EtcdClient(t, strings.TrimPrefix(ref.Endpoints[0], "http://"))
+	a := startInProcess(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := src.Put(ctx, "/m/before", "x"); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	from := "etcd://" + strings.TrimPrefix(ref.Endpoints[0], "http://") + "/m/"
+	followCtx, stopFollow := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	var stdout, stderr syncWriter
+	stdout.w, stderr.w = &bytes.Buffer{}, &bytes.Buffer{}
+	go func() {
+		done <- runMigrate(followCtx, []string{"--from", from, "--to", "etcd://" + a.Etcd, "--follow", "--listen-metrics", addr}, &stdout, &stderr)
+	}()
+	const writes = 5
+	applied := func() float64 {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			return -1
+		}
+		defer resp.Body.Close()
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		fams, err := parser.TextToMetricFamilies(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"janus_migrate_lag_events", "janus_migrate_lag_seconds", "janus_migrate_resyncs_total", "janus_migrate_caught_up"} {
+			if _, ok := fams[name]; !ok {
+				t.Fatalf("/metrics has no %s", name)
+			}
+		}
+		v, _ := value(fams, "janus_migrate_applied_events_total")
+		return v
+	}
+	dst := janustest.EtcdClient(t, a.Etcd)
+	// Once the copy is done (the first key is on the target), write to the
+	// source and watch the follower's count move.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		if r, err := dst.Get(ctx, "/m/before"); err == nil && len(r.Kvs) == 1 && applied() >= 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the copy did not finish:\n%s", stdout.String())
+		}
+	}
+	for i := range writes {
+		if _, err := src.Put(ctx, fmt.Sprintf("/m/k%d", i), "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(time.Minute); applied() < writes; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("janus_migrate_applied_events_total is %v after %d source writes", applied(), writes)
+		}
+	}
+	stopFollow()
+	if err := <-done; err != nil {
+		t.Fatalf("follow and cut-over: %v\n%s%s", err, stdout.String(), stderr.String())
+	}
+}
+
+func (s *syncWriter) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.String()
 }

@@ -182,6 +182,7 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 		MaxConns:             cfg.MaxConns,
 		DisableExtendedTypes: cfg.DisableExtendedTypes,
 		EnforceQuota:         cfg.EnforceQuota,
+		Dirs:                 member.Dirs,
 	})
 	reg.WatchMember(member, metrics.MemberOptions{Version: etcdapi.DefaultVersion})
 	reg.WatchZooKeeper(n.zk)

@@ -11,11 +11,11 @@
 //
 // Where Janus differs from etcd v3.7.3:
 //
-//   - Maintenance.Snapshot streams Janus's own snapshot format, framed as
-//     etcd frames a bbolt file (padded to 512 bytes, then a sha256 of the
-//     content), so `etcdctl snapshot save` accepts and verifies it. Janus's
-//     store restores it (store.RestoreSnapshot); etcdutl cannot, and the
-//     response's storage version is empty to say so.
+//   - Maintenance.Snapshot streams an etcd v3.7 backend file that the
+//     backend builds from its latest state (package backup): etcdutl
+//     restores it, but it holds no history (its current revision is
+//     marked compacted) and it carries Janus's own snapshot in an extra
+//     bucket, so it is larger than etcd's file for the same keys.
 //   - KV.RangeStream serves every chunk from one view opened when the
 //     stream starts, so a compaction while a client reads slowly waits for
 //     the stream instead of failing its next chunk as etcd's does.

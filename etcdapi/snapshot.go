@@ -27,19 +27,20 @@ const (
 	snapshotChunk = 32 * 1024
 	// snapshotAlign is what clientv3 checks the saved size against: a
 	// file whose size modulo 512 is 32 carries a sha256 trailer
-	// (snapshot.hasChecksum). etcd's bbolt files are page-sized multiples
-	// already; Janus's stream is padded with zeros to get there.
+	// (snapshot.hasChecksum). A bbolt file is a multiple of its page size
+	// already; any other content would be padded with zeros to get there.
 	snapshotAlign = 512
+	// snapshotVersion is the etcd storage version of what the backend
+	// writes (etcd v3.7's schema), which etcdctl prints and saves.
+	snapshotVersion = "3.7.0"
 )
 
 // Snapshot streams the backend's snapshot as etcd does: the content in
 // 32 KiB blobs, then one blob holding the sha256 of all the content.
 //
-// The content is Janus's snapshot format (see store.WriteSnapshot), padded
-// with zero bytes to a multiple of 512, not a bbolt file: etcdctl saves and
-// checks it, Janus restores it (the store's reader stops at its own trailer
-// and ignores the padding and the digest), etcdutl cannot. The Version field
-// stays empty for the same reason: no etcd storage version can restore it.
+// The content is an etcd v3.7 backend file (see backup.WriteEtcdFile):
+// etcdctl saves and checks it, etcdutl restores it into an etcd data
+// directory and `janus snapshot restore` into a Janus one.
 //
 // The total size is not known until the copy ends, so remaining_bytes is a
 // lower bound (the bytes already read ahead) and 0 only on the last content
@@ -78,7 +79,7 @@ func (m *maintenanceServer) Snapshot(_ *pb.SnapshotRequest, srv grpc.ServerStrea
 	send := func(blob []byte, remaining int) error {
 		h.Write(blob)
 		sent += int64(len(blob))
-		return srv.Send(&pb.SnapshotResponse{RemainingBytes: uint64(remaining), Blob: blob})
+		return srv.Send(&pb.SnapshotResponse{RemainingBytes: uint64(remaining), Blob: blob, Version: snapshotVersion})
 	}
 	// One blob is read ahead so that the last content blob is known when
 	// it goes out: it carries the padding and remaining_bytes 0.
@@ -118,5 +119,5 @@ func (m *maintenanceServer) Snapshot(_ *pb.SnapshotRequest, srv grpc.ServerStrea
 		return err
 	}
 	m.s.log.Info("snapshot sent", "bytes", sent, "applied", r.applied)
-	return srv.Send(&pb.SnapshotResponse{RemainingBytes: 0, Blob: h.Sum(nil)})
+	return srv.Send(&pb.SnapshotResponse{RemainingBytes: 0, Blob: h.Sum(nil), Version: snapshotVersion})
 }

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -19,11 +18,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/januskv/janus/backup"
 	"github.com/januskv/janus/core"
 	"github.com/januskv/janus/etcdapi"
 	"github.com/januskv/janus/internal/testenv"
 	"github.com/januskv/janus/server"
-	"github.com/januskv/janus/store"
 )
 
 // fillForSnapshot writes enough to span several 32 KiB blobs, deletes a few
@@ -68,25 +67,14 @@ func checkSnapshotFile(t *testing.T, path string) []byte {
 	return content
 }
 
-// restoreAndRead restores a saved snapshot into a new member and returns
+// restoreAndRead restores a saved snapshot (as janus snapshot restore
+// does) into a new member and returns
 // the keys under snap/ and the revision it serves.
 func restoreAndRead(t *testing.T, path string) (map[string]string, int64) {
 	t.Helper()
-	dir := t.TempDir()
-	st, err := store.Open(store.Config{Dir: filepath.Join(dir, "state"), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := st.RestoreSnapshot(f); err != nil {
+	dir := filepath.Join(t.TempDir(), "restored")
+	if _, err := backup.RestoreFile(path, backup.RestoreConfig{DataDir: dir}); err != nil {
 		t.Fatalf("restore: %v", err)
-	}
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
 	}
 	m, err := server.OpenMember(server.MemberConfig{DataDir: dir})
 	if err != nil {
@@ -192,8 +180,8 @@ func TestSnapshotClient(t *testing.T) {
 	if err := <-writes; err != nil {
 		t.Fatalf("concurrent put: %v", err)
 	}
-	if resp.Version != "" {
-		t.Errorf("version %q: no etcd storage version restores a Janus snapshot", resp.Version)
+	if resp.Version != "3.7.0" {
+		t.Errorf("version %q, want etcd v3.7's storage version 3.7.0", resp.Version)
 	}
 	checkSnapshotFile(t, path)
 	got, _ := restoreAndRead(t, path)

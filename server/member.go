@@ -303,6 +303,14 @@ func (m *Member) Done() <-chan struct{} { return m.zab.Done() }
 // and after a clean Close.
 func (m *Member) Err() error { return m.zab.Err() }
 
+// Dirs returns the directory of the state store in use and the log's
+// directory, which ZooKeeper's conf and dirs report as its dataDir and
+// dataLogDir.
+func (m *Member) Dirs() (state, log string) {
+	ref, _ := m.current()
+	return filepath.Join(m.cfg.DataDir, ref.dir), filepath.Join(m.cfg.DataDir, "log")
+}
+
 // current returns the state and hub in use.
 func (m *Member) current() (*stateRef, *core.Hub) {
 	m.mu.RLock()

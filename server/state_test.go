@@ -29,7 +29,7 @@ func TestRestoreReplacesNonEmptyState(t *testing.T) {
 		t.Fatal(err)
 	}
 	var snap bytes.Buffer
-	if _, err := src.WriteSnapshot(&snap); err != nil {
+	if _, err := (&stateMachine{m: src}).Snapshot(&snap); err != nil {
 		t.Fatal(err)
 	}
 

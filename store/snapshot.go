@@ -10,8 +10,11 @@ import (
 	"hash/crc32"
 	"io"
 	"math"
+	"slices"
 
 	badger "github.com/dgraph-io/badger/v4"
+
+	"github.com/januskv/janus/core"
 )
 
 // A snapshot is the latest state as a stream of Badger records, each with
@@ -37,28 +40,19 @@ func (s *Store) WriteSnapshot(w io.Writer) (uint64, error) {
 		return 0, err
 	}
 	defer v.Close()
+	return v.WriteSnapshot(w)
+}
+
+// WriteSnapshot streams the state the View shows to w and returns the
+// applied index it is a copy of, so that a caller can write other forms
+// of the same state (an etcd backend file) from the same View.
+func (v *View) WriteSnapshot(w io.Writer) (uint64, error) {
 	// The view's timestamp is the applied index it shows.
 	applied := v.txn.ReadTs()
-
-	crc := crc32.New(crcTable)
-	bw := bufio.NewWriterSize(io.MultiWriter(w, crc), 256<<10)
-	var num []byte
-	put := func(b ...[]byte) error {
-		for _, p := range b {
-			if _, err := bw.Write(p); err != nil {
-				return err
-			}
-		}
-		return nil
+	sw, err := newSnapWriter(w, applied)
+	if err != nil {
+		return 0, err
 	}
-	uv := func(x uint64) []byte { num = binary.AppendUvarint(num[:0], x); return num }
-	if err := put(snapshotMagic[:]); err != nil {
-		return 0, fmt.Errorf("store: write snapshot: %w", err)
-	}
-	if err := put(uv(applied)); err != nil {
-		return 0, fmt.Errorf("store: write snapshot: %w", err)
-	}
-	var count uint64
 	opts := badger.DefaultIteratorOptions
 	opts.PrefetchValues = false
 	it := v.txn.NewIterator(opts)
@@ -69,30 +63,130 @@ func (s *Store) WriteSnapshot(w io.Writer) (uint64, error) {
 		if !inSnapshot(key) {
 			continue
 		}
-		err := item.Value(func(val []byte) error {
-			if err := put([]byte{1}, uv(uint64(len(key))), key); err != nil {
-				return err
-			}
-			if err := put(uv(item.Version())); err != nil {
-				return err
-			}
-			return put(uv(uint64(len(val))), val)
-		})
+		err := item.Value(func(val []byte) error { return sw.record(key, item.Version(), val) })
 		if err != nil {
 			return 0, fmt.Errorf("store: write snapshot record %q: %w", key, err)
 		}
-		count++
 	}
-	if err := put([]byte{0}, uv(count)); err != nil {
-		return 0, fmt.Errorf("store: write snapshot: %w", err)
+	return applied, sw.finish()
+}
+
+// WriteStateSnapshot writes, in the snapshot format, a whole state that
+// did not come from a store: state holds every record of it as writes
+// (nothing deleted, Meta set), and all of them are written at index
+// applied. It is how a state read from another system (an etcd backend
+// file, a ZooKeeper data directory) becomes something RestoreSnapshot
+// loads, with the same checks as any snapshot.
+func WriteStateSnapshot(w io.Writer, applied uint64, state *core.Batch) error {
+	if applied == 0 || state.Meta == nil {
+		return errors.New("store: a state snapshot needs an index and meta")
 	}
-	if err := bw.Flush(); err != nil {
-		return 0, fmt.Errorf("store: write snapshot: %w", err)
+	sw, err := newSnapWriter(w, applied)
+	if err != nil {
+		return err
 	}
-	if _, err := w.Write(binary.BigEndian.AppendUint32(nil, crc.Sum32())); err != nil {
-		return 0, fmt.Errorf("store: write snapshot checksum: %w", err)
+	var recs []snapRecord
+	for _, n := range state.Nodes {
+		if n.Node == nil {
+			return fmt.Errorf("store: state snapshot deletes node %q", n.Key)
+		}
+		recs = append(recs, snapRecord{nodeKey(n.Key), core.AppendNode(nil, n.Node)})
 	}
-	return applied, nil
+	for _, d := range state.Dirs {
+		if d.Dir == nil {
+			return fmt.Errorf("store: state snapshot deletes dir %q", d.Path)
+		}
+		recs = append(recs, snapRecord{dirKey(d.Path), core.AppendDir(nil, d.Dir)})
+	}
+	for _, c := range state.Children {
+		recs = append(recs, snapRecord{childKey(c.Parent, c.Name), nil})
+	}
+	for _, l := range state.Leases {
+		if l.Lease == nil {
+			return fmt.Errorf("store: state snapshot deletes lease %d", l.ID)
+		}
+		recs = append(recs, snapRecord{leaseKey(l.ID), core.AppendLease(nil, l.Lease)})
+	}
+	for _, lk := range state.LeaseKeys {
+		recs = append(recs, snapRecord{leaseAttachKey(lk.ID, lk.Key), nil})
+	}
+	recs = append(recs, snapRecord{metaKey(metaCore), core.AppendMeta(nil, *state.Meta)})
+	// Badger's iteration order, as a store's own snapshot has it.
+	slices.SortFunc(recs, func(a, b snapRecord) int { return bytes.Compare(a.key, b.key) })
+	for i, r := range recs {
+		if i > 0 && bytes.Equal(recs[i-1].key, r.key) {
+			return fmt.Errorf("store: state snapshot writes record %q twice", r.key)
+		}
+		if err := sw.record(r.key, applied, r.val); err != nil {
+			return fmt.Errorf("store: write snapshot record %q: %w", r.key, err)
+		}
+	}
+	return sw.finish()
+}
+
+type snapRecord struct{ key, val []byte }
+
+// snapWriter writes the snapshot format: the header on creation, one
+// record per call, the count and checksum on finish.
+type snapWriter struct {
+	w     io.Writer
+	bw    *bufio.Writer
+	crc   hash.Hash32
+	num   []byte
+	count uint64
+}
+
+func newSnapWriter(w io.Writer, applied uint64) (*snapWriter, error) {
+	crc := crc32.New(crcTable)
+	sw := &snapWriter{w: w, crc: crc, bw: bufio.NewWriterSize(io.MultiWriter(w, crc), 256<<10)}
+	if err := sw.put(snapshotMagic[:]); err != nil {
+		return nil, fmt.Errorf("store: write snapshot: %w", err)
+	}
+	if err := sw.put(sw.uv(applied)); err != nil {
+		return nil, fmt.Errorf("store: write snapshot: %w", err)
+	}
+	return sw, nil
+}
+
+func (sw *snapWriter) put(b ...[]byte) error {
+	for _, p := range b {
+		if _, err := sw.bw.Write(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (sw *snapWriter) uv(x uint64) []byte {
+	sw.num = binary.AppendUvarint(sw.num[:0], x)
+	return sw.num
+}
+
+func (sw *snapWriter) record(key []byte, version uint64, val []byte) error {
+	if err := sw.put([]byte{1}, sw.uv(uint64(len(key))), key); err != nil {
+		return err
+	}
+	if err := sw.put(sw.uv(version)); err != nil {
+		return err
+	}
+	if err := sw.put(sw.uv(uint64(len(val))), val); err != nil {
+		return err
+	}
+	sw.count++
+	return nil
+}
+
+func (sw *snapWriter) finish() error {
+	if err := sw.put([]byte{0}, sw.uv(sw.count)); err != nil {
+		return fmt.Errorf("store: write snapshot: %w", err)
+	}
+	if err := sw.bw.Flush(); err != nil {
+		return fmt.Errorf("store: write snapshot: %w", err)
+	}
+	if _, err := sw.w.Write(binary.BigEndian.AppendUint32(nil, sw.crc.Sum32())); err != nil {
+		return fmt.Errorf("store: write snapshot checksum: %w", err)
+	}
+	return nil
 }
 
 // inSnapshot says whether a record belongs in a snapshot: state yes; history

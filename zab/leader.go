@@ -342,6 +342,9 @@ func (r *replica) startSync(id uint64, ps *peerState, fz, fi uint64) {
 	kz, _ := r.wal.zxidAt(k)
 	msg := Message{Type: MsgSync, Epoch: ls.epoch, Nonce: ps.nonce, Commit: r.commit, Index: k, Zxid: kz}
 	switch {
+	case kz != fz && fz != 0 && ZxidEpoch(fz) == 0:
+		snap("its state was restored from a backup this log does not start from")
+		return
 	case kz == fz && fi != k:
 		snap(fmt.Sprintf("its zxid %s is at index %d here but %d there", FormatZxid(fz), k, fi))
 		return

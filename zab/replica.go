@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	mrand "math/rand/v2"
 	"slices"
 	"sync"
@@ -109,6 +110,19 @@ const (
 	maxResend     = 1024 // entries per retransmitted PROPOSAL
 )
 
+// restoredBase is the base of a new log whose state machine already holds
+// index entries from elsewhere (a restored backup; 0 for a brand-new
+// member). Its zxid is epoch 0's counter index: no entry is ever logged in
+// epoch 0, so it names no real history, yet every member restored from one
+// backup (one state at one index) gets the same, and they synchronize with
+// an empty DIFF. A leader whose log does not start there sends a snapshot.
+func restoredBase(index uint64) logBase {
+	if index == 0 || index > math.MaxUint32 {
+		return logBase{index: index}
+	}
+	return logBase{index: index, zxid: MakeZxid(0, uint32(index))}
+}
+
 func openReplicated(cfg Config, sm StateMachine, lock *dirLock) (*Member, error) {
 	ep, w, applied, err := openLog(cfg, sm)
 	if err != nil {
@@ -116,11 +130,11 @@ func openReplicated(cfg Config, sm StateMachine, lock *dirLock) (*Member, error)
 	}
 	switch {
 	case w.segmentCount() == 0:
-		err = w.reset(applied + 1)
+		err = w.resetAt(restoredBase(applied))
 	case applied > w.lastIndex:
 		cfg.Logger.Warn("state machine is ahead of the log; starting a new log",
 			"applied_index", applied, "log_last_index", w.lastIndex)
-		err = w.reset(applied + 1)
+		err = w.resetAt(restoredBase(applied))
 	default:
 		err = w.resume()
 	}
@@ -579,6 +593,9 @@ func (r *replica) publish() {
 		st.LeaderID = 0
 	}
 	r.smu.Lock()
+	if r.ls != nil {
+		st.PeerAcked = r.status.PeerAcked // refreshed by publishPeers
+	}
 	r.status = st
 	r.smu.Unlock()
 	r.m.lastZxid.Store(r.lastZxid)
@@ -832,7 +849,9 @@ func (r *replica) tick() {
 	switch {
 	case r.ls != nil:
 		r.leaderTick()
-		r.publishPeers()
+		if r.ls != nil { // the tick may have ended the leadership
+			r.publishPeers()
+		}
 	case r.fs != nil:
 		r.followerTick()
 	default:

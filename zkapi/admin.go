@@ -10,7 +10,7 @@ import (
 
 // AdminHandler serves ZooKeeper AdminServer-style JSON commands under
 // /commands/<name> (ruok, srvr, stat, mntr, conf, envi, cons, wchs, dump,
-// isro and their long names).
+// isro, dirs and their long names).
 func (s *Server) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/commands", func(w http.ResponseWriter, r *http.Request) {
@@ -52,6 +52,7 @@ var adminAliases = map[string]string{
 	"cons": "connections", "connections": "connections",
 	"wchs": "watch_summary", "watch_summary": "watch_summary",
 	"dump": "dump", "isro": "is_read_only", "is_read_only": "is_read_only",
+	"dirs": "dirs",
 }
 
 func pairsMap(pairs [][2]string) map[string]any {
@@ -109,6 +110,9 @@ func (s *Server) adminCommand(name string) (map[string]any, error) {
 		return out, nil
 	case "connections":
 		return map[string]any{"connections": s.connInfos()}, nil
+	case "dirs":
+		data, log := s.dirSizes()
+		return map[string]any{"datadir_size": data, "logdir_size": log}, nil
 	case "watch_summary":
 		conns, paths, watches := s.watches.dataSummary()
 		return map[string]any{"num_connections": conns, "num_paths": paths, "num_total_watches": watches}, nil

@@ -44,6 +44,9 @@ type Config struct {
 	// under /zookeeper/quota, as ZooKeeper's zookeeper.enforceQuota=true
 	// does (off by default, as in ZooKeeper); see quota.go.
 	EnforceQuota bool
+	// Dirs names the directories conf and dirs report as ZooKeeper's
+	// dataDir (the state) and dataLogDir (the log); nil reports none.
+	Dirs func() (data, log string)
 	// Clock is the wall clock the reaper compares TTLs with (default
 	// time.Now).
 	Clock func() time.Time

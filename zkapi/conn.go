@@ -127,6 +127,14 @@ func (c *conn) run() {
 	<-replied
 }
 
+// resetStats is crst for this connection: its packet counters, last
+// operation and latencies start again, as ServerCnxn.resetStats does.
+func (c *conn) resetStats() {
+	c.received.Store(0)
+	c.sent.Store(0)
+	c.stats.reset()
+}
+
 // countReceived counts one frame (or four-letter word) read.
 func (c *conn) countReceived() {
 	c.lastActive.Store(time.Now().UnixMilli())
@@ -218,7 +226,7 @@ func (c *conn) sendEvent(typ jute.EventType, path string) {
 	ev := jute.WatcherEvent{Type: typ, State: jute.StateSyncConnected, Path: path}
 	ev.Encode(e)
 	e.EndFrame(start)
-	c.push(e.Bytes())
+	c.pushResponse(e.Bytes())
 }
 
 // sendReply queues a reply; body is encoded only for a successful reply.
@@ -236,7 +244,15 @@ func (c *conn) sendReply(xid int32, zxid int64, code jute.Code, body jute.Record
 		c.close()
 		return
 	}
-	c.push(e.Bytes())
+	c.pushResponse(e.Bytes())
+}
+
+// pushResponse queues a reply or notification frame and counts its size
+// (without the length prefix) in mntr's client response sizes, as
+// ZooKeeper's ServerCnxn.sendResponse does.
+func (c *conn) pushResponse(frame []byte) {
+	c.srv.stats.responses.add(len(frame) - 4)
+	c.push(frame)
 }
 
 // handshake reads the ConnectRequest and opens or re-attaches a session.

@@ -68,7 +68,7 @@ const notServing = "This ZooKeeper instance is not currently serving requests\n"
 
 // needServing are the words ZooKeeper 3.8 answers with notServing while
 // its server is not running (their commands check isZKServerRunning).
-var needServing = []string{"conf", "cons", "dump", "mntr", "srvr", "stat", "wchc", "wchp", "wchs"}
+var needServing = []string{"conf", "cons", "crst", "dirs", "dump", "mntr", "srst", "srvr", "stat", "wchc", "wchp", "wchs"}
 
 // unservedText answers cmd for a member that serves no sessions
 // (st.ServesSessions is false), as ZooKeeper 3.8 does for a server that is
@@ -179,9 +179,20 @@ func (s *Server) fourLetterText(cmd string) string {
 		if err := s.dump(&b); err != nil {
 			return notServing
 		}
+	case "srst":
+		s.stats.reset()
+		return "Server stats reset.\n"
+	case "crst":
+		for _, c := range s.connections() {
+			c.resetStats()
+		}
+		return "Connection stats reset.\n"
+	case "dirs":
+		data, log := s.dirSizes()
+		fmt.Fprintf(&b, "datadir_size: %d\nlogdir_size: %d\n", data, log)
 	default:
-		// Recognized but not offered (crst, srst, stmk, gtmk, hash, dirs):
-		// say so rather than hang up silently.
+		// Recognized but not offered (stmk, gtmk, hash): say so rather
+		// than hang up silently.
 		return cmd + " is not supported by this server.\n"
 	}
 	return b.String()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -41,7 +42,7 @@ func TestFourLetterWordsMatchZooKeeper(t *testing.T) {
 			t.Fatal(err)
 		}
 		outputs[name] = map[string]string{}
-		for _, cmd := range []string{"srvr", "stat", "cons", "conf", "mntr", "wchs", "wchp", "wchc", "dump"} {
+		for _, cmd := range []string{"srvr", "stat", "cons", "conf", "mntr", "wchs", "wchp", "wchc", "dump", "dirs"} {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			out, err := testenv.FourLetterWord(ctx, addr, cmd)
 			cancel()
@@ -56,7 +57,7 @@ func TestFourLetterWordsMatchZooKeeper(t *testing.T) {
 	// Line by line, numbers aside; the version line is Janus's own,
 	// connections may be listed in any order, and dump's expiry times fall
 	// into sets by when each server last heard from a client.
-	for _, cmd := range []string{"srvr", "stat", "cons", "wchs", "wchp", "wchc", "dump"} {
+	for _, cmd := range []string{"srvr", "stat", "cons", "wchs", "wchp", "wchc", "dump", "dirs"} {
 		want, got := clientsSorted(zk[cmd]), clientsSorted(jn[cmd])
 		if len(want) != len(got) {
 			t.Errorf("%s: %d lines, ZooKeeper prints %d:\n%s\nZooKeeper:\n%s", cmd, len(got), len(want), jn[cmd], zk[cmd])
@@ -85,8 +86,13 @@ func TestFourLetterWordsMatchZooKeeper(t *testing.T) {
 			order = append(order, k)
 		}
 	}
-	if !isSubsequence(order, zkConf) || len(order) < 8 {
+	if !isSubsequence(order, zkConf) || len(order) < 12 {
 		t.Errorf("conf keys %v, ZooKeeper's %v", order, zkConf)
+	}
+	for _, k := range []string{"dataDir", "dataDirSize", "dataLogDir", "dataLogSize"} {
+		if !contains(order, k) {
+			t.Errorf("conf lacks %s:\n%s", k, jn["conf"])
+		}
 	}
 
 	// mntr: every ZooKeeper key Janus prints, with the same counts.
@@ -107,7 +113,127 @@ func TestFourLetterWordsMatchZooKeeper(t *testing.T) {
 			t.Errorf("mntr key %s is not ZooKeeper's", k)
 		}
 	}
+	// Every gauge ZooKeeper prints (its counters and summaries describe
+	// its request pipeline), in ZooKeeper's order, with a value of the
+	// same type: monitoring scripts parse them.
+	zkGauges := []string{"zk_version", "zk_server_state", "zk_ephemerals_count", "zk_num_alive_connections",
+		"zk_avg_latency", "zk_outstanding_requests", "zk_znode_count", "zk_global_sessions",
+		"zk_non_mtls_remote_conn_count", "zk_last_client_response_size", "zk_packets_sent", "zk_packets_received",
+		"zk_max_client_response_size", "zk_connection_drop_probability", "zk_watch_count", "zk_auth_failed_count",
+		"zk_min_latency", "zk_max_file_descriptor_count", "zk_approximate_data_size", "zk_open_file_descriptor_count",
+		"zk_local_sessions", "zk_uptime", "zk_max_latency", "zk_outstanding_tls_handshake",
+		"zk_min_client_response_size", "zk_non_mtls_local_conn_count"}
+	var zkOrder, jnOrder []string
+	for _, k := range keys(zk["mntr"], "\t") {
+		if contains(zkGauges, k) {
+			zkOrder = append(zkOrder, k)
+		}
+	}
+	for _, k := range keys(jn["mntr"], "\t") {
+		if contains(zkGauges, k) {
+			jnOrder = append(jnOrder, k)
+		}
+	}
+	if !slices.Equal(zkOrder, zkGauges) {
+		t.Errorf("ZooKeeper's mntr gauges are %v, the test expects %v", zkOrder, zkGauges)
+	}
+	if !slices.Equal(jnOrder, zkOrder) {
+		t.Errorf("mntr gauges %v, ZooKeeper prints %v", jnOrder, zkOrder)
+	}
+	for _, k := range zkGauges[1:] {
+		if shape(zkMntr[k]) != shape(jnMntr[k]) {
+			t.Errorf("mntr %s = %q, ZooKeeper prints %q", k, jnMntr[k], zkMntr[k])
+		}
+	}
+	for _, k := range []string{"zk_max_client_response_size", "zk_max_file_descriptor_count"} {
+		if zkMntr[k] != jnMntr[k] {
+			t.Errorf("mntr %s = %q, ZooKeeper prints %q", k, jnMntr[k], zkMntr[k])
+		}
+	}
 }
+
+// TestStatResetsMatchZooKeeper runs srst and crst on a real ZooKeeper 3.8
+// and Janus after the same session's requests: both answer the same
+// words, and the counters they reset go back on both.
+func TestStatResetsMatchZooKeeper(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real ZooKeeper")
+	}
+	ref := testenv.StartZooKeeper(t, testenv.ZKOptions{})
+	j := startJanus(t, zkapi.Config{})
+	for name, addr := range map[string]string{"zookeeper": ref.Addr, "janus": j.Addr} {
+		t.Run(name, func(t *testing.T) { checkStatResets(t, addr) })
+	}
+}
+
+// checkStatResets makes 30 requests on one session, then checks that srst
+// takes srvr's and mntr's counters back below what those requests alone
+// made, and crst the session's connection counters in cons.
+func checkStatResets(t *testing.T, addr string) {
+	const requests = 30
+	c, _ := connect(t, addr, 10*time.Second)
+	if _, err := c.Create("/r", []byte("abc"), 0, openACL); err != nil {
+		t.Fatal(err)
+	}
+	for range requests {
+		if _, _, err := c.Get("/r"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	word := func(cmd string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		out, err := testenv.FourLetterWord(ctx, addr, cmd)
+		if err != nil {
+			t.Fatalf("%s: %v", cmd, err)
+		}
+		return out
+	}
+	srvrCount := func(out, key string) int {
+		t.Helper()
+		n, err := strconv.Atoi(strings.TrimPrefix(lineWith(out, key), key))
+		if err != nil {
+			t.Fatalf("srvr %q: %v\n%s", key, err, out)
+		}
+		return n
+	}
+	consReceived := func(out string) int {
+		t.Helper()
+		m := recvedRE.FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("no session connection in cons:\n%s", out)
+		}
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	if n := consReceived(word("cons")); n < requests {
+		t.Fatalf("cons shows %d requests received before crst, want at least %d", n, requests)
+	}
+	if got := word("crst"); got != "Connection stats reset.\n" {
+		t.Errorf("crst answers %q", got)
+	}
+	// Pings may arrive in between, one per third of the session timeout.
+	if n := consReceived(word("cons")); n >= requests {
+		t.Errorf("cons shows %d requests received after crst, want fewer than %d", n, requests)
+	}
+	if n := srvrCount(word("srvr"), "Received: "); n < requests {
+		t.Fatalf("srvr shows %d packets received before srst, want at least %d", n, requests)
+	}
+	if got := word("srst"); got != "Server stats reset.\n" {
+		t.Errorf("srst answers %q", got)
+	}
+	out := word("srvr")
+	if n := srvrCount(out, "Received: "); n >= requests {
+		t.Errorf("srvr shows %d packets received after srst, want fewer than %d", n, requests)
+	}
+	if n := srvrCount(out, "Sent: "); n >= requests {
+		t.Errorf("srvr shows %d packets sent after srst, want fewer than %d", n, requests)
+	}
+}
+
+// recvedRE finds a session connection's received count in cons.
+var recvedRE = regexp.MustCompile(`recved=(\d+),sent=\d+,sid=0x[0-9a-f]+`)
 
 // clientsSorted splits out into lines, with the connection lines (" /ip:port...")
 // sorted by their shape.

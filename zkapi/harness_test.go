@@ -37,6 +37,9 @@ func startJanusOn(t testing.TB, cfg zkapi.Config, wrap func(*server.Member) core
 	if cfg.Logger == nil {
 		cfg.Logger = log
 	}
+	if cfg.Dirs == nil {
+		cfg.Dirs = m.Dirs
+	}
 	s := zkapi.New(wrap(m), cfg)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -231,6 +231,20 @@ func (s *Server) followEvents() {
 				s.log.Warn("member is corrupt: serving no sessions until its alarm is cleared", "err", err)
 			}
 			corrupt = true
+		case errors.Is(err, core.ErrHubClosed):
+			// The member's state was replaced by a snapshot from the
+			// leader: the events between the old state and the new one
+			// will never be delivered. As a ZooKeeper follower that
+			// resynchronizes drops its clients, close every connection:
+			// each client reconnects with its session and re-sets its
+			// watches (SetWatches with its last zxid), which fires those
+			// whose nodes changed meanwhile.
+			corrupt = false
+			conns := s.connections()
+			s.log.Info("state replaced by a snapshot; closing client connections so that they re-set their watches", "connections", len(conns))
+			for _, c := range conns {
+				c.close()
+			}
 		case errors.Is(err, core.ErrNoLeader) || errors.Is(err, core.ErrLeaderChanged):
 			// An ensemble between leaders: an ordinary state the loop
 			// waits out, not a failure.

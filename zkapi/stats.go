@@ -34,6 +34,14 @@ func (l *latency) add(d time.Duration, at time.Time) {
 	l.last, l.lastAnswer = d, at
 }
 
+// reset forgets every figure, as AvgMinMaxCounter.reset does for srst
+// and crst.
+func (l *latency) reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.count, l.total, l.lo, l.hi, l.last, l.lastAnswer = 0, 0, 0, 0, 0, time.Time{}
+}
+
 // latencySnapshot is a latency's figures in ZooKeeper's units: whole
 // milliseconds, and the average in milliseconds to four decimals.
 type latencySnapshot struct {
@@ -68,6 +76,55 @@ type serverStats struct {
 	outstanding atomic.Int64
 	authFailed  atomic.Int64
 	latency     latency
+	responses   bufferStats
+}
+
+// reset is srst: ServerStats.reset zeroes the latencies, the packet and
+// auth-failure counters and the response sizes; outstanding requests are
+// a gauge, not a counter, and stay.
+func (s *serverStats) reset() {
+	s.latency.reset()
+	s.received.Store(0)
+	s.sent.Store(0)
+	s.authFailed.Store(0)
+	s.responses.reset()
+}
+
+// bufferStats tracks the sizes of the replies and notifications sent
+// (header and body, without the length prefix), as ZooKeeper's
+// BufferStats does for mntr's *_client_response_size: -1 until the first.
+type bufferStats struct {
+	mu             sync.Mutex
+	set            bool
+	last, min, max int
+}
+
+func (b *bufferStats) add(n int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.set || n < b.min {
+		b.min = n
+	}
+	if !b.set || n > b.max {
+		b.max = n
+	}
+	b.last, b.set = n, true
+}
+
+func (b *bufferStats) reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.set = false
+}
+
+// snapshot returns last, min and max, each -1 before the first response.
+func (b *bufferStats) snapshot() (last, lo, hi int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.set {
+		return -1, -1, -1
+	}
+	return b.last, b.min, b.max
 }
 
 // connStats is what cons shows of one connection beyond its counters.
@@ -77,6 +134,15 @@ type connStats struct {
 	lastCxid int64
 	lastZxid int64
 	latency  latency
+}
+
+// reset is crst for one connection: ServerCnxn.resetStats forgets the
+// last operation and the latencies (cons then shows lop=NA again).
+func (c *connStats) reset() {
+	c.latency.reset()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lastOp, c.lastCxid, c.lastZxid = "", 0, 0
 }
 
 // opName is the four-letter name ZooKeeper's FinalRequestProcessor records

@@ -3,9 +3,11 @@ package zkapi
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"net"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -192,9 +194,20 @@ func (s *Server) clientPort() int {
 
 // conf is the configuration as conf and /commands/configuration show it.
 func (s *Server) conf() [][2]string {
-	return [][2]string{
+	pairs := [][2]string{
 		{"clientPort", fmt.Sprint(s.clientPort())},
 		{"secureClientPort", "-1"},
+	}
+	if s.cfg.Dirs != nil {
+		data, log := s.cfg.Dirs()
+		dataSize, logSize := s.dirSizes()
+		pairs = append(pairs,
+			[2]string{"dataDir", data},
+			[2]string{"dataDirSize", fmt.Sprint(dataSize)},
+			[2]string{"dataLogDir", log},
+			[2]string{"dataLogSize", fmt.Sprint(logSize)})
+	}
+	return append(pairs, [][2]string{
 		{"tickTime", fmt.Sprint(s.cfg.TickTime.Milliseconds())},
 		{"maxClientCnxns", fmt.Sprint(s.cfg.MaxClientConns)},
 		{"minSessionTimeout", fmt.Sprint(s.cfg.MinSessionTimeout.Milliseconds())},
@@ -204,7 +217,33 @@ func (s *Server) conf() [][2]string {
 		{"jute.maxbuffer", fmt.Sprint(s.cfg.MaxBuffer)},
 		{"extendedTypesEnabled", fmt.Sprint(!s.cfg.DisableExtendedTypes)},
 		{"reaperIntervalMs", fmt.Sprint(s.cfg.ReaperInterval.Milliseconds())},
+	}...)
+}
+
+// dirSizes returns the bytes in the state's and the log's directories, as
+// ZooKeeper's getDataDirSize and getLogDirSize sum the files of its snapshot
+// and log directories; 0 for a directory that cannot be read (a file removed
+// while it is counted, say), which ZooKeeper's sizeOfDirectory skips too.
+func (s *Server) dirSizes() (data, log int64) {
+	if s.cfg.Dirs == nil {
+		return 0, 0
 	}
+	dataDir, logDir := s.cfg.Dirs()
+	return dirSize(dataDir), dirSize(logDir)
+}
+
+func dirSize(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		if info, err := d.Info(); err == nil {
+			n += info.Size()
+		}
+		return nil
+	})
+	return n
 }
 
 func (s *Server) envi() [][2]string {
@@ -240,6 +279,12 @@ func (s *Server) mntr() ([][2]string, error) {
 	st := s.backend.Status()
 	alarms := s.backend.Alarms()
 	l := s.stats.latency.snapshot()
+	last, lo, hi := s.stats.responses.snapshot()
+	// ZooKeeper 3.8's gauges, in the order its metrics provider prints
+	// them; its counters and summaries (request latencies by type, queue
+	// times) describe its request pipeline and are not printed. Gauges
+	// about TLS, connection dropping and local sessions are the constants
+	// a ZooKeeper without them reports.
 	pairs := [][2]string{
 		{"zk_version", version},
 		{"zk_server_state", s.mode()},
@@ -249,13 +294,39 @@ func (s *Server) mntr() ([][2]string, error) {
 		{"zk_outstanding_requests", fmt.Sprint(s.stats.outstanding.Load())},
 		{"zk_znode_count", fmt.Sprint(nodes)},
 		{"zk_global_sessions", fmt.Sprint(sessions)},
+		{"zk_non_mtls_remote_conn_count", "0"},
+		{"zk_last_client_response_size", fmt.Sprint(last)},
 		{"zk_packets_sent", fmt.Sprint(s.stats.sent.Load())},
 		{"zk_packets_received", fmt.Sprint(s.stats.received.Load())},
+		{"zk_max_client_response_size", fmt.Sprint(hi)},
+		{"zk_connection_drop_probability", "0.0"},
 		{"zk_watch_count", fmt.Sprint(watches)},
 		{"zk_auth_failed_count", fmt.Sprint(s.stats.authFailed.Load())},
 		{"zk_min_latency", fmt.Sprint(l.min)},
-		{"zk_approximate_data_size", fmt.Sprint(size)},
 	}
+	open, limit, fdsOK := fileDescriptors()
+	if fdsOK {
+		pairs = append(pairs, [2]string{"zk_max_file_descriptor_count", fmt.Sprint(limit)})
+	}
+	pairs = append(pairs, [2]string{"zk_approximate_data_size", fmt.Sprint(size)})
+	if fdsOK {
+		pairs = append(pairs, [2]string{"zk_open_file_descriptor_count", fmt.Sprint(open)})
+	}
+	pairs = append(pairs,
+		[2]string{"zk_local_sessions", "0"},
+		[2]string{"zk_uptime", fmt.Sprint(time.Since(s.started).Milliseconds())},
+		[2]string{"zk_max_latency", fmt.Sprint(l.max)},
+		[2]string{"zk_outstanding_tls_handshake", "0"},
+		[2]string{"zk_min_client_response_size", fmt.Sprint(lo)},
+		[2]string{"zk_non_mtls_local_conn_count", "0"},
+		// Not ZooKeeper 3.8's: the watched paths and the last zxid.
+		[2]string{"zk_watched_paths", fmt.Sprint(paths)},
+		[2]string{"zk_last_zxid", fmt.Sprintf("0x%x", st.Rev)},
+		// Janus's: the active alarms (etcd's alarm list), as a count
+		// monitoring can compare with 0 and as member:TYPE pairs.
+		[2]string{"janus_alarm_count", fmt.Sprint(len(alarms))},
+		[2]string{"janus_alarms", alarmList(alarms)},
+	)
 	if corrupt {
 		pairs = slices.DeleteFunc(pairs, func(p [2]string) bool {
 			switch p[0] {
@@ -265,20 +336,7 @@ func (s *Server) mntr() ([][2]string, error) {
 			return false
 		})
 	}
-	if fds, err := os.ReadDir("/proc/self/fd"); err == nil {
-		pairs = append(pairs, [2]string{"zk_open_file_descriptor_count", fmt.Sprint(len(fds))})
-	}
-	return append(pairs,
-		[2]string{"zk_local_sessions", "0"},
-		[2]string{"zk_uptime", fmt.Sprint(time.Since(s.started).Milliseconds())},
-		[2]string{"zk_max_latency", fmt.Sprint(l.max)},
-		[2]string{"zk_watched_paths", fmt.Sprint(paths)},
-		[2]string{"zk_last_zxid", fmt.Sprintf("0x%x", st.Rev)},
-		// Janus's: the active alarms (etcd's alarm list), as a count
-		// monitoring can compare with 0 and as member:TYPE pairs.
-		[2]string{"janus_alarm_count", fmt.Sprint(len(alarms))},
-		[2]string{"janus_alarms", alarmList(alarms)},
-	), nil
+	return pairs, nil
 }
 
 // alarmList writes alarms as "member:TYPE" separated by commas, "none" for

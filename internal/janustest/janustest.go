@@ -41,6 +41,8 @@ type Janus struct {
 type Options struct {
 	// ZK configures the ZooKeeper face; its Logger defaults to the test's.
 	ZK zkapi.Config
+	// Etcd configures the etcd face; its Logger defaults to the test's.
+	Etcd etcdapi.Config
 	// LeaseCheckInterval is how often the lessor looks for expired leases
 	// (default 20ms, so expiry tests do not wait on the check period).
 	LeaseCheckInterval time.Duration
@@ -85,11 +87,17 @@ func Start(t testing.TB, opts Options) *Janus {
 	if opts.ZK.Logger == nil {
 		opts.ZK.Logger = log
 	}
+	if opts.ZK.Dirs == nil {
+		opts.ZK.Dirs = m.Dirs
+	}
+	if opts.Etcd.Logger == nil {
+		opts.Etcd.Logger = log
+	}
 	j := &Janus{
 		EtcdAddr: el.Addr().String(),
 		ZKAddr:   zl.Addr().String(),
 		Member:   m,
-		Etcd:     etcdapi.New(m, etcdapi.Config{Logger: log}),
+		Etcd:     etcdapi.New(m, opts.Etcd),
 		ZK:       zkapi.New(m, opts.ZK),
 	}
 	served := make(chan error, 2)

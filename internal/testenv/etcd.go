@@ -31,10 +31,18 @@ type Etcd struct {
 // temporary directory, and waits until it serves clients.
 func StartEtcd(t testing.TB) *Etcd {
 	t.Helper()
+	return StartEtcdOn(t, t.TempDir())
+}
+
+// StartEtcdOn starts a single-member etcd named "reference" on dir, a new
+// directory or one that etcd (or `etcdutl snapshot restore --name
+// reference`) filled before, and waits until it serves clients.
+func StartEtcdOn(t testing.TB, dir string) *Etcd {
+	t.Helper()
 	const attempts = 3
 	var lastErr error
 	for range attempts {
-		e, err := startEtcdOnce(t)
+		e, err := startEtcdOnce(t, dir)
 		if err == nil {
 			return e
 		}
@@ -48,7 +56,7 @@ func StartEtcd(t testing.TB) *Etcd {
 	return nil
 }
 
-func startEtcdOnce(t testing.TB) (*Etcd, error) {
+func startEtcdOnce(t testing.TB, dir string) (*Etcd, error) {
 	t.Helper()
 	ports := freePorts(t, 2)
 	clientURL := url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(ports[0])}
@@ -56,7 +64,7 @@ func startEtcdOnce(t testing.TB) (*Etcd, error) {
 
 	cfg := embed.NewConfig()
 	cfg.Name = "reference"
-	cfg.Dir = t.TempDir()
+	cfg.Dir = dir
 	cfg.ListenClientUrls = []url.URL{clientURL}
 	cfg.AdvertiseClientUrls = []url.URL{clientURL}
 	cfg.ListenPeerUrls = []url.URL{peerURL}
@@ -99,6 +107,14 @@ func startEtcdOnce(t testing.TB) (*Etcd, error) {
 func EtcdctlPath(t testing.TB) string {
 	t.Helper()
 	return buildTool(t, "etcdctl", "go.etcd.io/etcd/etcdctl/v3", []string{"version"}, "etcdctl version: ")
+}
+
+// EtcdutlPath returns the path of a real etcdutl (offline snapshot
+// restore), built once into the repository's bin/ at the version go.mod's
+// tool block pins.
+func EtcdutlPath(t testing.TB) string {
+	t.Helper()
+	return buildTool(t, "etcdutl", "go.etcd.io/etcd/etcdutl/v3", []string{"version"}, "etcdutl version: ")
 }
 
 // EtcdPath returns the path of a real etcd server binary, built once into
