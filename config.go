@@ -11,7 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
+
 	"github.com/januskv/janus/core"
+	"github.com/januskv/janus/etcdapi"
 	"github.com/januskv/janus/internal/tlsfiles"
 	"github.com/januskv/janus/server"
 )
@@ -59,6 +62,10 @@ type Config struct {
 	// etcd face
 	MaxRequestBytes     int
 	WatchProgressNotify time.Duration
+	// etcd authentication: --auth-token, --auth-token-ttl, --bcrypt-cost.
+	AuthToken    string
+	AuthTokenTTL time.Duration
+	BcryptCost   int
 	// ZooKeeper face
 	TickTime          time.Duration
 	MinSessionTimeout time.Duration
@@ -159,6 +166,9 @@ func parseConfig(args, environ []string, stderr io.Writer) (Config, error) {
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	fs.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", 1536*1024, "largest etcd request accepted, in bytes")
 	fs.DurationVar(&cfg.WatchProgressNotify, "watch-progress-notify-interval", 10*time.Minute, "how often etcd watches with progress_notify get a progress notification")
+	fs.StringVar(&cfg.AuthToken, "auth-token", "simple", "etcd auth token type: simple, or jwt,pub-key=FILE,priv-key=FILE,sign-method=METHOD[,ttl=DURATION]")
+	fs.DurationVar(&cfg.AuthTokenTTL, "auth-token-ttl", etcdapi.DefaultTokenTTL, "how long a simple auth token stays valid")
+	fs.IntVar(&cfg.BcryptCost, "bcrypt-cost", bcrypt.DefaultCost, "bcrypt cost of etcd user password hashes (4..31)")
 	fs.DurationVar(&cfg.TickTime, "tick-time", 2*time.Second, "ZooKeeper tickTime: session timeouts default to 2x..20x of it")
 	fs.DurationVar(&cfg.MinSessionTimeout, "min-session-timeout", 0, "smallest ZooKeeper session timeout granted (default 2x tick-time)")
 	fs.DurationVar(&cfg.MaxSessionTimeout, "max-session-timeout", 0, "largest ZooKeeper session timeout granted (default 20x tick-time)")
@@ -266,6 +276,12 @@ func parseConfig(args, environ []string, stderr io.Writer) (Config, error) {
 	}
 	if cfg.TickTime <= 0 {
 		return cfg, errors.New("--tick-time must be positive")
+	}
+	if cfg.BcryptCost < bcrypt.MinCost || cfg.BcryptCost > bcrypt.MaxCost {
+		return cfg, fmt.Errorf("--bcrypt-cost must be in %d..%d", bcrypt.MinCost, bcrypt.MaxCost)
+	}
+	if _, err := etcdapi.NewTokenProvider(cfg.AuthToken, cfg.AuthTokenTTL); err != nil {
+		return cfg, fmt.Errorf("--auth-token: %w", err)
 	}
 	return cfg, nil
 }

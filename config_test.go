@@ -207,3 +207,35 @@ func TestSpaceFlags(t *testing.T) {
 		})
 	}
 }
+
+func TestAuthFlags(t *testing.T) {
+	tests := []struct {
+		args    []string
+		wantErr string
+	}{
+		{nil, ""},
+		{[]string{"--auth-token", "simple", "--auth-token-ttl", "1m", "--bcrypt-cost", "4"}, ""},
+		{[]string{"--bcrypt-cost", "3"}, "--bcrypt-cost"},
+		{[]string{"--bcrypt-cost", "32"}, "--bcrypt-cost"},
+		{[]string{"--auth-token", "opaque"}, "unknown --auth-token type"},
+		{[]string{"--auth-token", "simple,ttl=1m"}, "no options"},
+		{[]string{"--auth-token", "jwt,sign-method=RS256"}, "missing key"},
+		{[]string{"--auth-token", "jwt,sign-method=XX"}, "sign-method"},
+		{[]string{"--auth-token", "jwt,sign-method=RS256,priv-key=/nonexistent"}, "priv-key"},
+		{[]string{"--auth-token", "jwt,sign-method=RS256,colour=blue"}, "unknown jwt option"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			_, err := parseFlags(tt.args, io.Discard)
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("got %v, want an error mentioning %q", err, tt.wantErr)
+			}
+		})
+	}
+}

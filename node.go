@@ -120,6 +120,10 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 		c.ZKAddr = a
 		clients[id] = c
 	}
+	tokens, err := etcdapi.NewTokenProvider(cfg.AuthToken, cfg.AuthTokenTTL)
+	if err != nil {
+		return nil, fmt.Errorf("--auth-token: %w", err)
+	}
 	reg := metrics.New()
 	member, err := server.OpenMember(server.MemberConfig{
 		DataDir:              cfg.DataDir,
@@ -162,6 +166,9 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 		ProgressNotifyInterval: cfg.WatchProgressNotify,
 		Metrics:                reg.Registerer(),
 		HTTPHandler:            metricsMux,
+		Tokens:                 tokens,
+		BcryptCost:             cfg.BcryptCost,
+		ClientCertAuth:         cfg.ClientTLS.ClientCertAuth,
 	})
 	n.zk = zkapi.New(backend, zkapi.Config{
 		Logger:               logger.With("face", "zookeeper"),

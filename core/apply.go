@@ -25,6 +25,11 @@ func Apply(ov *Overlay, e *Entry) (*Result, *Batch, error) {
 	// one in the log anyway is refused here alike on every member.
 	refused := CheckOp(&e.Op)
 	if refused == nil {
+		// An op checked against an auth state that has changed since is
+		// refused: a revoked permission never acts.
+		refused = meta.AuthState().stale(e.Op.AuthCheck)
+	}
+	if refused == nil {
 		// While NOSPACE is active only what shrinks the state runs.
 		refused = CheckSpace(meta.Alarms, &e.Op)
 	}
@@ -32,7 +37,7 @@ func Apply(ov *Overlay, e *Entry) (*Result, *Batch, error) {
 	case refused != nil:
 		res = &Result{Err: refused}
 	case op.Txn != nil:
-		res, err = a.txn(op.Txn)
+		res, err = a.txn(op.Txn, nil)
 	case op.LeaseGrant != nil:
 		res, err = a.leaseGrant(op.LeaseGrant)
 	case op.LeaseRevoke != nil:
@@ -43,6 +48,8 @@ func Apply(ov *Overlay, e *Entry) (*Result, *Batch, error) {
 		res = &Result{} // for the members to act on, not the state
 	case op.Alarm != nil:
 		res = a.alarm(op.Alarm)
+	case op.Auth != nil:
+		res = a.auth(op.Auth)
 	default:
 		res = &Result{Err: errCode(CodeBadArguments, nil)}
 	}
@@ -71,6 +78,20 @@ func Apply(ov *Overlay, e *Entry) (*Result, *Batch, error) {
 	ov.commit(b)
 	res.Rev = b.Rev
 	return res, b, nil
+}
+
+// auth applies an auth management request. It changes Meta only: no
+// revision, no event.
+func (a *applier) auth(c *AuthChange) *Result {
+	next, changed, refused := authChange(a.meta.AuthState(), c)
+	if refused != nil {
+		return &Result{Err: refused}
+	}
+	if changed {
+		a.meta.Auth = next
+		a.metaChanged = true
+	}
+	return &Result{}
 }
 
 // applier carries the state of applying one entry.
@@ -146,7 +167,14 @@ func (a *applier) seenRev() int64 {
 	return a.meta.Rev
 }
 
-func (a *applier) txn(t *Txn) (*Result, error) {
+// txn runs t. A nested Txn without an Auth of its own acts with the
+// identity of the Txn around it (inherited): nesting never sheds an ACL
+// check.
+func (a *applier) txn(t *Txn, inherited []ID) (*Result, error) {
+	auth := t.Auth
+	if auth == nil {
+		auth = inherited
+	}
 	if a.top == nil {
 		// etcd decides the branch of every nested Txn from the state
 		// before the outer Txn runs any op: nested compares do not see
@@ -169,7 +197,7 @@ func (a *applier) txn(t *Txn) (*Result, error) {
 	}
 	res := &Result{Succeeded: ok, Ops: make([]OpResult, 0, len(ops))}
 	for i := range ops {
-		r, opErr, err := a.op(&ops[i], t.Auth)
+		r, opErr, err := a.op(&ops[i], auth)
 		if err != nil {
 			return nil, err
 		}
@@ -196,17 +224,20 @@ func (a *applier) op(op *TxnOp, auth []ID) (OpResult, error, error) {
 			// a View at that revision (see RangeOptions.Rev).
 			return OpResult{Kind: OpRange}, nil, nil
 		}
+		if refused, err := CheckRangeACL(a.ov, op.Key, op.End, auth); refused != nil || err != nil {
+			return OpResult{}, refused, err
+		}
 		r, err := DoRange(a.ov, op.Key, op.End, opts)
 		return r, nil, err
 	case OpPut:
-		return a.put(op)
+		return a.put(op, auth)
 	case OpDeleteRange:
-		return a.deleteRange(op)
+		return a.deleteRange(op, auth)
 	case OpTxn:
 		if op.Txn == nil {
 			return OpResult{}, errCode(CodeBadArguments, nil), nil
 		}
-		sub, err := a.txn(op.Txn)
+		sub, err := a.txn(op.Txn, auth)
 		if err != nil {
 			return OpResult{}, nil, err
 		}
@@ -408,10 +439,13 @@ func rangeNodes(v View, key, end []byte, fn func(*Node) bool) error {
 	return v.Range(key, end, fn)
 }
 
-func (a *applier) put(op *TxnOp) (OpResult, error, error) {
+func (a *applier) put(op *TxnOp, auth []ID) (OpResult, error, error) {
 	prev, err := a.ov.Node(op.Key)
 	if err != nil {
 		return OpResult{}, nil, err
+	}
+	if refused, err := a.etcdWriteACL(op.Key, prev, auth); refused != nil || err != nil {
+		return OpResult{}, refused, err
 	}
 	if (op.IgnoreValue || op.IgnoreLease) && prev == nil {
 		return OpResult{}, errCode(CodeKeyNotFound, op.Key), nil
@@ -590,10 +624,16 @@ func (a *applier) treeRemove(path []byte) error {
 	return nil
 }
 
-func (a *applier) deleteRange(op *TxnOp) (OpResult, error, error) {
+func (a *applier) deleteRange(op *TxnOp, auth []ID) (OpResult, error, error) {
 	var victims []*Node
 	if err := rangeNodes(a.ov, op.Key, op.End, func(n *Node) bool { victims = append(victims, n); return true }); err != nil {
 		return OpResult{}, nil, err
+	}
+	for _, n := range victims {
+		// As ZooKeeper's delete: the parent's ACL must allow it.
+		if refused, err := a.parentACL(n.Key, PermDelete, auth); refused != nil || err != nil {
+			return OpResult{}, refused, err
+		}
 	}
 	r := OpResult{Kind: OpDeleteRange, Deleted: int64(len(victims))}
 	for _, n := range victims {
@@ -607,6 +647,61 @@ func (a *applier) deleteRange(op *TxnOp) (OpResult, error, error) {
 	return r, nil, nil
 }
 
+// etcdWriteACL checks an etcd put against ZooKeeper's ACLs, for an etcd
+// request that carries an identity (auth enabled, see Txn.Auth): a put
+// over a node needs its WRITE permission (ZooKeeper's setData), a put that
+// creates a tree node the parent's CREATE permission.
+func (a *applier) etcdWriteACL(key []byte, prev *Node, auth []ID) (error, error) {
+	if auth == nil {
+		return nil, nil
+	}
+	if prev != nil {
+		if !CheckACL(prev.ACL, PermWrite, auth) {
+			return errCode(CodeNoAuth, key), nil
+		}
+		return nil, nil
+	}
+	return a.parentACL(key, PermCreate, auth)
+}
+
+// parentACL checks perm on the parent of a tree path; keys that are not
+// tree paths have no parent and no ACL.
+func (a *applier) parentACL(key []byte, perm Perm, auth []ID) (error, error) {
+	if auth == nil || !IsTreePath(key) {
+		return nil, nil
+	}
+	parentPath, ok := ParentPath(key)
+	if !ok {
+		return nil, nil
+	}
+	parent, _, err := TreeNode(a.ov, parentPath)
+	if err != nil || parent == nil {
+		return nil, err
+	}
+	if !CheckACL(parent.ACL, perm, auth) {
+		return errCode(CodeNoAuth, key), nil
+	}
+	return nil, nil
+}
+
+// CheckRangeACL refuses (CodeNoAuth, naming the first such key) a read of
+// [key, end) by auth when a node in it has a ZooKeeper ACL denying auth
+// READ. A nil auth reads everything (etcd with auth off, or root).
+func CheckRangeACL(v View, key, end []byte, auth []ID) (error, error) {
+	if auth == nil {
+		return nil, nil
+	}
+	var refused error
+	err := rangeNodes(v, key, end, func(n *Node) bool {
+		if !CheckACL(n.ACL, PermRead, auth) {
+			refused = errCode(CodeNoAuth, n.Key)
+			return false
+		}
+		return true
+	})
+	return refused, err
+}
+
 // zkTarget finds what ZooKeeper sees at key and checks that auth may do perm
 // on it. A refusal (NoNode, NoAuth) is returned apart from a read failure.
 func (a *applier) zkTarget(key []byte, perm Perm, auth []ID) (*Node, *Dir, error, error) {
@@ -617,7 +712,7 @@ func (a *applier) zkTarget(key []byte, perm Perm, auth []ID) (*Node, *Dir, error
 	if n == nil {
 		return nil, nil, errCode(CodeNoNode, key), nil
 	}
-	if !CheckACL(n.ACL, perm, auth) {
+	if !CheckACL(n.ACL, perm, auth) || !a.meta.AuthState().ZKPermitted(key, perm, auth) {
 		return nil, nil, errCode(CodeNoAuth, key), nil
 	}
 	return n, d, nil, nil
@@ -660,7 +755,7 @@ func (a *applier) create(op *TxnOp, auth []ID) (OpResult, error, error) {
 	if parent == nil {
 		return OpResult{}, errCode(CodeNoNode, parentPath), nil
 	}
-	if !CheckACL(parent.ACL, PermCreate, auth) {
+	if !CheckACL(parent.ACL, PermCreate, auth) || !a.meta.AuthState().ZKPermitted(checked, PermCreate, auth) {
 		return OpResult{}, errCode(CodeNoAuth, parentPath), nil
 	}
 	path := op.Key
@@ -730,7 +825,7 @@ func (a *applier) zkDelete(op *TxnOp, auth []ID) (OpResult, error, error) {
 	if parent == nil {
 		return OpResult{}, errCode(CodeNoNode, op.Key), nil
 	}
-	if !CheckACL(parent.ACL, PermDelete, auth) {
+	if !CheckACL(parent.ACL, PermDelete, auth) || !a.meta.AuthState().ZKPermitted(op.Key, PermDelete, auth) {
 		return OpResult{}, errCode(CodeNoAuth, op.Key), nil
 	}
 	n, d, err := TreeNode(a.ov, op.Key)

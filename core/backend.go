@@ -40,6 +40,9 @@ type Backend interface {
 	// alarm list). A CORRUPT alarm naming this member, or member 0, means
 	// it refuses to serve clients (ErrCorrupt).
 	Alarms() []Alarm
+	// Auth is etcd's auth store as the member has applied it. It is
+	// shared: callers must not modify it.
+	Auth() *AuthState
 }
 
 // Pending is a submitted op.

@@ -282,21 +282,94 @@ func AppendMeta(b []byte, m Meta) []byte {
 	e.byte(formatV1)
 	e.i(m.Rev)
 	e.i(m.CompactRev)
-	// Alarms follow only when there are any, and the compacted flag only
-	// when it says more than CompactRev does (a compaction to 0), so
-	// records written before either existed decode unchanged.
+	// Alarms follow only when there are any, the compacted flag only
+	// when it says more than CompactRev does (a compaction to 0), and the
+	// auth store only once it was ever changed; each is written when a
+	// later one is, so records written before any of them existed decode
+	// unchanged.
 	zeroCompacted := m.Compacted && m.CompactRev == 0
-	if len(m.Alarms) > 0 || zeroCompacted {
+	if len(m.Alarms) > 0 || zeroCompacted || m.Auth != nil {
 		e.u(uint64(len(m.Alarms)))
 		for _, a := range m.Alarms {
 			e.u(a.Member)
 			e.byte(byte(a.Type))
 		}
 	}
-	if zeroCompacted {
-		e.bool(true)
+	if zeroCompacted || m.Auth != nil {
+		e.bool(zeroCompacted)
+	}
+	if m.Auth != nil {
+		e.b = appendAuth(e.b, m.Auth)
 	}
 	return e.b
+}
+
+// appendAuth appends the stored form of an auth store.
+func appendAuth(b []byte, s *AuthState) []byte {
+	e := encoder{b}
+	e.bool(s.Enabled)
+	e.u(s.Rev)
+	e.bytes(s.TokenKey)
+	e.u(uint64(len(s.Users)))
+	for _, u := range s.Users {
+		e.str(u.Name)
+		e.bytes(u.Password)
+		e.bool(u.NoPassword)
+		e.u(uint64(len(u.Roles)))
+		for _, r := range u.Roles {
+			e.str(r)
+		}
+	}
+	e.u(uint64(len(s.Roles)))
+	for _, r := range s.Roles {
+		e.str(r.Name)
+		e.u(uint64(len(r.Perms)))
+		for _, p := range r.Perms {
+			e.authPerm(p)
+		}
+	}
+	return e.b
+}
+
+func (e *encoder) authPerm(p AuthPerm) {
+	e.byte(byte(p.Type))
+	e.bytes(p.Key)
+	e.bytes(p.End)
+}
+
+func (d *decoder) authPerm() AuthPerm {
+	return AuthPerm{Type: AuthPermType(d.byte()), Key: d.bytes(), End: d.bytes()}
+}
+
+// makeN makes a slice of n elements, nil for none.
+func makeN[T any](n int) []T {
+	if n == 0 {
+		return nil
+	}
+	return make([]T, n)
+}
+
+func (d *decoder) auth() *AuthState {
+	s := &AuthState{Enabled: d.bool(), Rev: d.u(), TokenKey: d.bytes()}
+	s.Users = makeN[AuthUser](d.count(4))
+	for i := range s.Users {
+		u := &s.Users[i]
+		u.Name, u.Password, u.NoPassword = d.str(), d.bytes(), d.bool()
+		u.Roles = makeN[string](d.count(1))
+		for j := range u.Roles {
+			u.Roles[j] = d.str()
+		}
+	}
+	s.Roles = makeN[AuthRole](d.count(2))
+	for i := range s.Roles {
+		r := &s.Roles[i]
+		r.Name = d.str()
+		r.Perms = makeN[AuthPerm](d.count(3))
+		for j := range r.Perms {
+			r.Perms[j] = d.authPerm()
+		}
+	}
+	return s
 }
 
 // DecodeMeta decodes stored Meta.
@@ -316,6 +389,9 @@ func DecodeMeta(b []byte) (Meta, error) {
 		m.Compacted = d.bool()
 	}
 	m.Compacted = m.Compacted || m.CompactRev > 0
+	if d.err == nil && len(d.b) > 0 {
+		m.Auth = d.auth()
+	}
 	return m, d.finish("meta")
 }
 
@@ -328,6 +404,7 @@ const (
 	opTagHashCheck
 	opTagHashReport
 	opTagAlarm
+	opTagAuth
 )
 
 // EncodeOp returns the log form of op.
@@ -368,8 +445,24 @@ func EncodeOp(op *Op) []byte {
 		e.bool(a.Activate)
 		e.u(a.Alarm.Member)
 		e.byte(byte(a.Alarm.Type))
+	case op.Auth != nil:
+		c := op.Auth
+		e.byte(opTagAuth)
+		e.byte(byte(c.Kind))
+		e.str(c.User)
+		e.str(c.Role)
+		e.bytes(c.Password)
+		e.bool(c.NoPassword)
+		e.authPerm(c.Perm)
+		e.bytes(c.TokenKey)
 	default:
 		e.byte(0)
+	}
+	// The auth check trails the op, only when there is one, so ops logged
+	// before it existed decode unchanged.
+	if c := op.AuthCheck; c != nil {
+		e.u(c.Rev)
+		e.bool(c.Enabled)
 	}
 	return e.b
 }
@@ -415,9 +508,17 @@ func DecodeOp(b []byte) (*Op, error) {
 		a := &AlarmChange{Activate: d.bool()}
 		a.Alarm = Alarm{Member: d.u(), Type: AlarmType(d.byte())}
 		op.Alarm = a
+	case opTagAuth:
+		c := &AuthChange{Kind: AuthChangeKind(d.byte()), User: d.str(), Role: d.str(), Password: d.bytes(), NoPassword: d.bool()}
+		c.Perm = d.authPerm()
+		c.TokenKey = d.bytes()
+		op.Auth = c
 	case 0:
 	default:
 		d.fail()
+	}
+	if d.err == nil && len(d.b) > 0 {
+		op.AuthCheck = &AuthCheck{Rev: d.u(), Enabled: d.bool()}
 	}
 	return op, d.finish("op")
 }

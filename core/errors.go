@@ -30,28 +30,55 @@ const (
 	// CodeNoSpace: a NOSPACE alarm is active and the op would grow the
 	// state (see CheckSpace).
 	CodeNoSpace
+	// etcd auth store refusals (see auth.go), one per etcd error.
+	CodeAuthOldRevision
+	CodeAuthUserEmpty
+	CodeAuthUserExists
+	CodeAuthUserNotFound
+	CodeAuthRoleEmpty
+	CodeAuthRoleExists
+	CodeAuthRoleNotFound
+	CodeAuthRootUserNotExist
+	CodeAuthRootRoleNotExist
+	CodeAuthRoleNotGranted
+	CodeAuthPermissionNotGranted
+	CodeAuthInvalidMgmt
+	CodeAuthPermissionDenied
 )
 
 var codeNames = [...]string{
-	CodeOK:                      "ok",
-	CodeNoNode:                  "no node",
-	CodeNodeExists:              "node exists",
-	CodeBadVersion:              "bad version",
-	CodeNotEmpty:                "not empty",
-	CodeNoChildrenForEphemerals: "no children for ephemerals",
-	CodeNoAuth:                  "not authorized",
-	CodeInvalidACL:              "invalid ACL",
-	CodeBadArguments:            "bad arguments",
-	CodeLeaseNotFound:           "lease not found",
-	CodeLeaseExists:             "lease already exists",
-	CodeKeyNotFound:             "key not found",
-	CodeCompacted:               "revision has been compacted",
-	CodeFutureRev:               "revision is a future revision",
-	CodeSessionExpired:          "session expired",
-	CodeKeyTooLong:              "key is too long",
-	CodeTooLarge:                "request is too large",
-	CodeTooDeep:                 "transactions nested too deeply",
-	CodeNoSpace:                 "database space exceeded",
+	CodeOK:                       "ok",
+	CodeNoNode:                   "no node",
+	CodeNodeExists:               "node exists",
+	CodeBadVersion:               "bad version",
+	CodeNotEmpty:                 "not empty",
+	CodeNoChildrenForEphemerals:  "no children for ephemerals",
+	CodeNoAuth:                   "not authorized",
+	CodeInvalidACL:               "invalid ACL",
+	CodeBadArguments:             "bad arguments",
+	CodeLeaseNotFound:            "lease not found",
+	CodeLeaseExists:              "lease already exists",
+	CodeKeyNotFound:              "key not found",
+	CodeCompacted:                "revision has been compacted",
+	CodeFutureRev:                "revision is a future revision",
+	CodeSessionExpired:           "session expired",
+	CodeKeyTooLong:               "key is too long",
+	CodeTooLarge:                 "request is too large",
+	CodeTooDeep:                  "transactions nested too deeply",
+	CodeNoSpace:                  "database space exceeded",
+	CodeAuthOldRevision:          "auth revision is old",
+	CodeAuthUserEmpty:            "user name is empty",
+	CodeAuthUserExists:           "user already exists",
+	CodeAuthUserNotFound:         "user not found",
+	CodeAuthRoleEmpty:            "role name is empty",
+	CodeAuthRoleExists:           "role already exists",
+	CodeAuthRoleNotFound:         "role not found",
+	CodeAuthRootUserNotExist:     "root user does not exist",
+	CodeAuthRootRoleNotExist:     "root user does not have root role",
+	CodeAuthRoleNotGranted:       "role is not granted to the user",
+	CodeAuthPermissionNotGranted: "permission is not granted to the role",
+	CodeAuthInvalidMgmt:          "invalid auth management",
+	CodeAuthPermissionDenied:     "permission denied",
 }
 
 func (c Code) String() string {

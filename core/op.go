@@ -17,6 +17,12 @@ type Op struct {
 	HashCheck   *HashCheck
 	HashReport  *HashReport
 	Alarm       *AlarmChange
+	Auth        *AuthChange
+
+	// AuthCheck is not an op but a condition on one: the etcd auth state
+	// the face checked the op's permissions against (nil: unchecked, as
+	// for ZooKeeper requests and the member's own ops).
+	AuthCheck *AuthCheck
 }
 
 // HashCheck marks a point in the log where every member hashes its state
@@ -69,7 +75,11 @@ type Txn struct {
 	Success  []TxnOp
 	Failure  []TxnOp
 	// Auth is the identity ZooKeeper ACLs are checked against. Nil skips ACL
-	// checks (etcd requests).
+	// checks (etcd requests with auth off, or by root). An etcd request
+	// with auth on carries etcd:<user>, and its etcd ops are checked as
+	// ZooKeeper's nearest ones: Range as getData (READ on every node),
+	// Put as setData (WRITE) or create (CREATE on the parent), DeleteRange
+	// as delete (DELETE on each node's parent).
 	Auth []ID
 }
 

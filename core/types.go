@@ -125,6 +125,9 @@ type Meta struct {
 	// Alarms are the active alarms, ordered by member then type. They are
 	// replicated so that every member lists the same ones.
 	Alarms []Alarm
+	// Auth is etcd's auth store; nil until first changed (see
+	// Meta.AuthState). Apply replaces it, never modifies it.
+	Auth *AuthState
 }
 
 // AlarmType says what an alarm is about. The values are etcd's AlarmType.

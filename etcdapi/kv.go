@@ -3,6 +3,7 @@ package etcdapi
 import (
 	"bytes"
 	"context"
+	"errors"
 	"math"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -24,14 +25,20 @@ func (k *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResp
 	if err := checkRange(r); err != nil {
 		return nil, err
 	}
-	view, rev, done, err := k.rangeView(ctx, r)
+	view, rev, done, c, err := k.rangeView(ctx, r)
 	if err != nil {
 		return nil, err
 	}
 	defer done()
+	if refused, err := core.CheckRangeACL(view, r.Key, r.RangeEnd, c.zkAuth()); refused != nil || err != nil {
+		return nil, grpcError(errors.Join(refused, err))
+	}
 	res, err := core.DoRange(view, r.Key, r.RangeEnd, *rangeOptions(r))
 	if err != nil {
 		return nil, grpcError(err)
+	}
+	if err := c.stillCurrent(k.s); err != nil {
+		return nil, err
 	}
 	return rangeResponse(&res, rangeOptions(r), k.s.header(rev)), nil
 }
@@ -40,29 +47,38 @@ func (k *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResp
 // after a linearizable wait unless r is serializable), the current
 // revision, which etcd's header carries even for a read of an older one,
 // and the function that releases the views.
-func (k *kvServer) rangeView(ctx context.Context, r *pb.RangeRequest) (core.View, int64, func(), error) {
+func (k *kvServer) rangeView(ctx context.Context, r *pb.RangeRequest) (core.View, int64, func(), *caller, error) {
 	if !r.Serializable {
 		if err := k.s.b.Linearize(ctx); err != nil {
-			return nil, 0, nil, grpcError(err)
+			return nil, 0, nil, nil, grpcError(err)
 		}
+	}
+	// etcd checks permissions before the revision: after the
+	// linearizable wait, so the auth store is as recent as the data.
+	c, err := k.s.caller(ctx)
+	if err != nil {
+		return nil, 0, nil, nil, err
+	}
+	if err := c.may(r.Key, r.RangeEnd, core.AuthRead); err != nil {
+		return nil, 0, nil, nil, err
 	}
 	latest, err := k.s.b.Read(ctx, 0)
 	if err != nil {
-		return nil, 0, nil, grpcError(err)
+		return nil, 0, nil, nil, grpcError(err)
 	}
 	if r.Revision <= 0 || r.Revision == latest.Rev() {
-		return latest, latest.Rev(), latest.Close, nil
+		return latest, latest.Rev(), latest.Close, c, nil
 	}
 	if r.Revision > latest.Rev() {
 		latest.Close()
-		return nil, 0, nil, rpctypes.ErrGRPCFutureRev
+		return nil, 0, nil, nil, rpctypes.ErrGRPCFutureRev
 	}
 	old, err := k.s.b.Read(ctx, r.Revision)
 	if err != nil {
 		latest.Close()
-		return nil, 0, nil, grpcError(err)
+		return nil, 0, nil, nil, grpcError(err)
 	}
-	return old, latest.Rev(), func() { old.Close(); latest.Close() }, nil
+	return old, latest.Rev(), func() { old.Close(); latest.Close() }, c, nil
 }
 
 // firstStreamChunk is the number of keys in RangeStream's first chunk, as
@@ -88,11 +104,14 @@ func (k *kvServer) RangeStream(r *pb.RangeRequest, stream grpc.ServerStreamingSe
 	if opts.MinModRev != 0 || opts.MaxModRev != 0 || opts.MinCreateRev != 0 || opts.MaxCreateRev != 0 {
 		return status.Error(codes.Unimplemented, "RangeStream does not support revision filters")
 	}
-	view, rev, done, err := k.rangeView(stream.Context(), r)
+	view, rev, done, c, err := k.rangeView(stream.Context(), r)
 	if err != nil {
 		return err
 	}
 	defer done()
+	if refused, err := core.CheckRangeACL(view, r.Key, r.RangeEnd, c.zkAuth()); refused != nil || err != nil {
+		return grpcError(errors.Join(refused, err))
+	}
 	send := func(resp *pb.RangeResponse) error {
 		return stream.Send(&pb.RangeStreamResponse{RangeResponse: resp})
 	}
@@ -171,7 +190,14 @@ func (k *kvServer) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, 
 	if err := k.checkSize(r); err != nil {
 		return nil, err
 	}
-	res, err := k.s.propose(ctx, &core.Op{Txn: &core.Txn{Success: []core.TxnOp{putOp(r)}}})
+	c, err := k.s.caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.put(k.s.leaseKeysOf(ctx), r); err != nil {
+		return nil, err
+	}
+	res, err := k.s.propose(ctx, &core.Op{Txn: &core.Txn{Success: []core.TxnOp{putOp(r)}, Auth: c.zkAuth()}, AuthCheck: c.check()})
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +215,14 @@ func (k *kvServer) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*
 	if err := k.checkSize(r); err != nil {
 		return nil, err
 	}
-	res, err := k.s.propose(ctx, &core.Op{Txn: &core.Txn{Success: []core.TxnOp{deleteOp(r)}}})
+	c, err := k.s.caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.del(r); err != nil {
+		return nil, err
+	}
+	res, err := k.s.propose(ctx, &core.Op{Txn: &core.Txn{Success: []core.TxnOp{deleteOp(r)}, Auth: c.zkAuth()}, AuthCheck: c.check()})
 	if err != nil {
 		return nil, err
 	}
@@ -217,7 +250,7 @@ func (k *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, 
 	var res *core.Result
 	var err error
 	if readOnly(r) {
-		res, err = k.readTxn(ctx, op, serializableTxn(r))
+		res, err = k.readTxn(ctx, op, r)
 		if err != nil {
 			return nil, err
 		}
@@ -225,6 +258,15 @@ func (k *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, 
 		if err := k.checkSize(r); err != nil {
 			return nil, err
 		}
+		c, err := k.s.caller(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if err := c.txn(k.s.leaseKeysOf(ctx), r); err != nil {
+			return nil, err
+		}
+		op.AuthCheck = c.check()
+		c.setZKAuth(op.Txn)
 		// Opened before the Txn is ordered: a view pins its revision
 		// against a compaction applied meanwhile.
 		views := k.openRevViews(ctx, op.Txn, nil)
@@ -304,6 +346,11 @@ func (k *kvServer) readRevRanges(ctx context.Context, t *core.Txn, res *core.Res
 				defer opened.Close()
 				v = opened
 			}
+			// The history read meets the znodes' ACLs as the Txn's
+			// other ranges do in the core.
+			if refused, err := core.CheckRangeACL(v, op.Key, op.End, t.Auth); refused != nil || err != nil {
+				return grpcError(errors.Join(refused, err))
+			}
 			read, err := core.DoRange(v, op.Key, op.End, *op.Range)
 			if err != nil {
 				return grpcError(err)
@@ -317,12 +364,20 @@ func (k *kvServer) readRevRanges(ctx context.Context, t *core.Txn, res *core.Res
 
 // readTxn evaluates a Txn that writes nothing on a view instead of
 // ordering it through the log: it could change nothing there anyway.
-func (k *kvServer) readTxn(ctx context.Context, op *core.Op, serializable bool) (*core.Result, error) {
-	if !serializable {
+func (k *kvServer) readTxn(ctx context.Context, op *core.Op, r *pb.TxnRequest) (*core.Result, error) {
+	if !serializableTxn(r) {
 		if err := k.s.b.Linearize(ctx); err != nil {
 			return nil, grpcError(err)
 		}
 	}
+	c, err := k.s.caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.txn(k.s.leaseKeysOf(ctx), r); err != nil {
+		return nil, err
+	}
+	c.setZKAuth(op.Txn)
 	v, err := k.s.b.Read(ctx, 0)
 	if err != nil {
 		return nil, grpcError(err)
@@ -338,11 +393,21 @@ func (k *kvServer) readTxn(ctx context.Context, op *core.Op, serializable bool) 
 	if err := k.readRevRanges(ctx, op.Txn, res, revViews{v.Rev(): v}); err != nil {
 		return nil, err
 	}
+	if err := c.stillCurrent(k.s); err != nil {
+		return nil, err
+	}
 	return res, nil
 }
 
 func (k *kvServer) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.CompactionResponse, error) {
-	res, err := k.s.propose(ctx, &core.Op{Compact: &core.Compact{Rev: r.Revision}})
+	c, err := k.s.caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.root(); err != nil {
+		return nil, err
+	}
+	res, err := k.s.propose(ctx, &core.Op{Compact: &core.Compact{Rev: r.Revision}, AuthCheck: c.check()})
 	if err != nil {
 		return nil, err
 	}

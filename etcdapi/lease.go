@@ -40,11 +40,46 @@ func (l *leaseServer) LeaseGrant(ctx context.Context, r *pb.LeaseGrantRequest) (
 }
 
 func (l *leaseServer) LeaseRevoke(ctx context.Context, r *pb.LeaseRevokeRequest) (*pb.LeaseRevokeResponse, error) {
-	res, err := l.s.propose(ctx, &core.Op{LeaseRevoke: &core.LeaseRevoke{ID: r.ID}})
+	c, err := l.s.caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.mayEnd(ctx, c, r.ID); err != nil {
+		return nil, err
+	}
+	res, err := l.s.propose(ctx, &core.Op{LeaseRevoke: &core.LeaseRevoke{ID: r.ID}, AuthCheck: c.check()})
 	if err != nil {
 		return nil, err
 	}
 	return &pb.LeaseRevokeResponse{Header: l.s.header(res.Rev)}, nil
+}
+
+// mayEnd checks that the caller may end (or keep alive) lease id: as in
+// etcd, it must be able to write every key attached to it. A lease that is
+// a ZooKeeper session is closed only by root while auth is on: ending it
+// deletes the session's ephemeral nodes, whatever their ACLs.
+func (l *leaseServer) mayEnd(ctx context.Context, c *caller, id int64) error {
+	if c.isRoot() {
+		return nil
+	}
+	if err := c.authorized(); err != nil {
+		return err
+	}
+	if l.isSession(ctx, id) {
+		return rpctypes.ErrGRPCPermissionDenied
+	}
+	return c.leaseWritable(l.s.leaseKeysOf(ctx), id)
+}
+
+// isSession says whether lease id is a ZooKeeper session.
+func (l *leaseServer) isSession(ctx context.Context, id int64) bool {
+	v, err := l.s.b.Read(ctx, 0)
+	if err != nil {
+		return false
+	}
+	defer v.Close()
+	le, err := v.Lease(id)
+	return err == nil && le != nil && le.Session != nil
 }
 
 func (l *leaseServer) LeaseKeepAlive(stream grpc.BidiStreamingServer[pb.LeaseKeepAliveRequest, pb.LeaseKeepAliveResponse]) error {
@@ -55,6 +90,13 @@ func (l *leaseServer) LeaseKeepAlive(stream grpc.BidiStreamingServer[pb.LeaseKee
 			return nil
 		}
 		if err != nil {
+			return err
+		}
+		c, err := l.s.caller(ctx)
+		if err != nil {
+			return err
+		}
+		if err := l.mayEnd(ctx, c, req.ID); err != nil {
 			return err
 		}
 		resp := &pb.LeaseKeepAliveResponse{ID: req.ID}
@@ -106,11 +148,18 @@ func (l *leaseServer) LeaseTimeToLive(ctx context.Context, r *pb.LeaseTimeToLive
 	if err := l.s.b.Linearize(ctx); err != nil {
 		return nil, grpcError(err)
 	}
+	c, err := l.s.caller(ctx)
+	if err != nil {
+		return nil, err
+	}
 	v, err := l.s.b.Read(ctx, 0)
 	if err != nil {
 		return nil, grpcError(err)
 	}
 	defer v.Close()
+	if err := l.mayRead(c, v, r.ID); err != nil {
+		return nil, err
+	}
 	resp := &pb.LeaseTimeToLiveResponse{Header: l.s.header(v.Rev()), ID: r.ID, TTL: -1}
 	le, err := v.Lease(r.ID)
 	if err != nil {
@@ -141,18 +190,61 @@ func (l *leaseServer) LeaseLeases(ctx context.Context, _ *pb.LeaseLeasesRequest)
 	if err := l.s.b.Linearize(ctx); err != nil {
 		return nil, grpcError(err)
 	}
+	c, err := l.s.caller(ctx)
+	if err != nil {
+		return nil, err
+	}
 	v, err := l.s.b.Read(ctx, 0)
 	if err != nil {
 		return nil, grpcError(err)
 	}
 	defer v.Close()
 	resp := &pb.LeaseLeasesResponse{Header: l.s.header(v.Rev())}
+	var ids []int64
 	err = v.Leases(func(le *core.Lease) bool {
-		resp.Leases = append(resp.Leases, &pb.LeaseStatus{ID: le.ID})
+		// A ZooKeeper session's ID is its credential (with the
+		// password): only root sees it while auth is on.
+		if le.Session == nil || c.isRoot() {
+			ids = append(ids, le.ID)
+		}
 		return true
 	})
 	if err != nil {
 		return nil, grpcError(err)
 	}
+	for _, id := range ids {
+		if err := l.mayRead(c, v, id); err != nil {
+			return nil, err
+		}
+		resp.Leases = append(resp.Leases, &pb.LeaseStatus{ID: id})
+	}
 	return resp, nil
+}
+
+// mayRead checks, as etcd does, that a caller asking about lease id may
+// read every key attached to it; and that only root asks about a
+// ZooKeeper session while auth is on.
+func (l *leaseServer) mayRead(c *caller, v core.View, id int64) error {
+	if c.isRoot() {
+		return nil
+	}
+	if err := c.authorized(); err != nil {
+		return err
+	}
+	le, err := v.Lease(id)
+	if err != nil {
+		return grpcError(err)
+	}
+	if le != nil && le.Session != nil {
+		return rpctypes.ErrGRPCPermissionDenied
+	}
+	var denied error
+	err = v.LeaseKeys(id, func(k []byte) bool {
+		denied = c.may(k, nil, core.AuthRead)
+		return denied == nil
+	})
+	if err != nil {
+		return grpcError(err)
+	}
+	return denied
 }

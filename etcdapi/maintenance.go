@@ -21,6 +21,9 @@ type maintenanceServer struct {
 }
 
 func (m *maintenanceServer) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusResponse, error) {
+	if err := m.s.requireUser(ctx); err != nil {
+		return nil, err
+	}
 	st := m.s.b.Status()
 	dbSize := st.DBSize
 	if dbSize <= 0 {
@@ -79,6 +82,18 @@ func storageVersion(v string) string {
 // corruption check finds a member's state differing from the majority's;
 // `etcdctl alarm disarm` clears it.
 func (m *maintenanceServer) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.AlarmResponse, error) {
+	c, err := m.s.caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if r.Action == pb.AlarmRequest_GET {
+		err = c.known()
+	} else {
+		err = c.root()
+	}
+	if err != nil {
+		return nil, err
+	}
 	want := core.Alarm{Member: r.MemberID, Type: core.AlarmType(r.Alarm)}
 	before := m.s.b.Alarms()
 	active := slices.Contains(before, want)
@@ -95,7 +110,7 @@ func (m *maintenanceServer) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.
 		if r.Alarm != pb.AlarmType_NOSPACE && r.Alarm != pb.AlarmType_CORRUPT {
 			break // etcd changes nothing for an unknown alarm
 		}
-		res, err := m.s.b.Propose(ctx, &core.Op{Alarm: &core.AlarmChange{Activate: activate, Alarm: want}})
+		res, err := m.s.b.Propose(ctx, &core.Op{Alarm: &core.AlarmChange{Activate: activate, Alarm: want}, AuthCheck: c.check()})
 		if err == nil {
 			err = res.Err
 		}
@@ -115,6 +130,9 @@ func (m *maintenanceServer) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.
 // Defragment gives back, at once, the disk space the member's deletes and
 // compactions freed, as etcd's defrag does for its bbolt file.
 func (m *maintenanceServer) Defragment(ctx context.Context, _ *pb.DefragmentRequest) (*pb.DefragmentResponse, error) {
+	if err := m.s.requireRoot(ctx); err != nil {
+		return nil, err
+	}
 	if err := m.s.b.Defragment(ctx); err != nil {
 		return nil, grpcError(err)
 	}
@@ -122,6 +140,9 @@ func (m *maintenanceServer) Defragment(ctx context.Context, _ *pb.DefragmentRequ
 }
 
 func (m *maintenanceServer) Hash(ctx context.Context, _ *pb.HashRequest) (*pb.HashResponse, error) {
+	if err := m.s.requireRoot(ctx); err != nil {
+		return nil, err
+	}
 	v, err := m.s.b.Read(ctx, 0)
 	if err != nil {
 		return nil, grpcError(err)
@@ -138,6 +159,9 @@ func (m *maintenanceServer) Hash(ctx context.Context, _ *pb.HashRequest) (*pb.Ha
 // that applied the same log agree on it; the value is Janus's own, not
 // etcd's.
 func (m *maintenanceServer) HashKV(ctx context.Context, r *pb.HashKVRequest) (*pb.HashKVResponse, error) {
+	if err := m.s.requireRoot(ctx); err != nil {
+		return nil, err
+	}
 	v, err := m.s.b.Read(ctx, r.Revision)
 	if err != nil {
 		return nil, grpcError(err)
@@ -187,6 +211,9 @@ func hashKV(v core.View) (uint32, error) {
 // MoveLeader succeeds only as a no-op: leadership transfer needs
 // replication support.
 func (m *maintenanceServer) MoveLeader(ctx context.Context, r *pb.MoveLeaderRequest) (*pb.MoveLeaderResponse, error) {
+	if err := m.s.requireRoot(ctx); err != nil {
+		return nil, err
+	}
 	st := m.s.b.Status()
 	if st.LeaderID != 0 && st.LeaderID != st.MemberID {
 		return nil, rpctypes.ErrGRPCNotLeader
@@ -234,41 +261,30 @@ func (c *clusterServer) MemberList(ctx context.Context, _ *pb.MemberListRequest)
 
 var errMembership = status.Error(codes.Unimplemented, "janus: membership changes are not supported yet")
 
-func (c *clusterServer) MemberAdd(context.Context, *pb.MemberAddRequest) (*pb.MemberAddResponse, error) {
+func (c *clusterServer) MemberAdd(ctx context.Context, _ *pb.MemberAddRequest) (*pb.MemberAddResponse, error) {
+	if err := c.s.requireRoot(ctx); err != nil {
+		return nil, err
+	}
 	return nil, errMembership
 }
 
-func (c *clusterServer) MemberRemove(context.Context, *pb.MemberRemoveRequest) (*pb.MemberRemoveResponse, error) {
+func (c *clusterServer) MemberRemove(ctx context.Context, _ *pb.MemberRemoveRequest) (*pb.MemberRemoveResponse, error) {
+	if err := c.s.requireRoot(ctx); err != nil {
+		return nil, err
+	}
 	return nil, errMembership
 }
 
-func (c *clusterServer) MemberUpdate(context.Context, *pb.MemberUpdateRequest) (*pb.MemberUpdateResponse, error) {
+func (c *clusterServer) MemberUpdate(ctx context.Context, _ *pb.MemberUpdateRequest) (*pb.MemberUpdateResponse, error) {
+	if err := c.s.requireRoot(ctx); err != nil {
+		return nil, err
+	}
 	return nil, errMembership
 }
 
-func (c *clusterServer) MemberPromote(context.Context, *pb.MemberPromoteRequest) (*pb.MemberPromoteResponse, error) {
+func (c *clusterServer) MemberPromote(ctx context.Context, _ *pb.MemberPromoteRequest) (*pb.MemberPromoteResponse, error) {
+	if err := c.s.requireRoot(ctx); err != nil {
+		return nil, err
+	}
 	return nil, errMembership
-}
-
-// authServer answers as etcd does with authentication off. Managing users
-// and roles is not supported.
-type authServer struct {
-	pb.UnimplementedAuthServer
-	s *Server
-}
-
-func (a *authServer) AuthStatus(ctx context.Context, _ *pb.AuthStatusRequest) (*pb.AuthStatusResponse, error) {
-	return &pb.AuthStatusResponse{Header: a.s.header(a.s.currentRev()), Enabled: false}, nil
-}
-
-func (a *authServer) Authenticate(context.Context, *pb.AuthenticateRequest) (*pb.AuthenticateResponse, error) {
-	return nil, rpctypes.ErrGRPCAuthNotEnabled
-}
-
-func (a *authServer) UserList(context.Context, *pb.AuthUserListRequest) (*pb.AuthUserListResponse, error) {
-	return &pb.AuthUserListResponse{Header: a.s.header(a.s.currentRev())}, nil
-}
-
-func (a *authServer) RoleList(context.Context, *pb.AuthRoleListRequest) (*pb.AuthRoleListResponse, error) {
-	return &pb.AuthRoleListResponse{Header: a.s.header(a.s.currentRev())}, nil
 }

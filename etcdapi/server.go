@@ -27,6 +27,8 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"golang.org/x/crypto/bcrypt"
+
 	"github.com/januskv/janus/core"
 	"github.com/januskv/janus/internal/accept"
 )
@@ -72,6 +74,16 @@ type Config struct {
 	// the client port, as etcd serves /metrics and /health there next to
 	// gRPC (etcdctl check datascale reads the client URL's /metrics).
 	HTTPHandler http.Handler
+	// Tokens issues and reads auth tokens (etcd's --auth-token); nil
+	// means simple tokens with DefaultTokenTTL.
+	Tokens TokenProvider
+	// BcryptCost is the bcrypt cost of password hashes (etcd's
+	// --bcrypt-cost); 0 means bcrypt's default, 10.
+	BcryptCost int
+	// ClientCertAuth makes the common name of a verified client
+	// certificate the user of a request that carries no token (etcd's
+	// --client-cert-auth).
+	ClientCertAuth bool
 }
 
 func (c Config) withDefaults() Config {
@@ -93,14 +105,21 @@ func (c Config) withDefaults() Config {
 	if c.MemberName == "" {
 		c.MemberName = "janus"
 	}
+	if c.Tokens == nil {
+		c.Tokens = simpleTokens{ttl: DefaultTokenTTL}
+	}
+	if c.BcryptCost == 0 {
+		c.BcryptCost = bcrypt.DefaultCost
+	}
 	return c
 }
 
 // Server is the etcd v3 API of one member.
 type Server struct {
-	b   core.Backend
-	cfg Config
-	log *slog.Logger
+	b      core.Backend
+	cfg    Config
+	log    *slog.Logger
+	tokens TokenProvider
 
 	grpc *grpc.Server
 
@@ -138,7 +157,7 @@ func New(b core.Backend, cfg Config) *Server {
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
-		b: b, cfg: cfg, log: cfg.Logger.With("face", "etcd"),
+		b: b, cfg: cfg, log: cfg.Logger.With("face", "etcd"), tokens: cfg.Tokens,
 		ctx: ctx, cancel: cancel,
 		inner:     bufconn.Listen(1 << 20),
 		innerDone: make(chan struct{}),
@@ -179,6 +198,8 @@ func New(b core.Backend, cfg Config) *Server {
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return s.inner.DialContext(ctx) }),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1<<31-1), grpc.MaxCallSendMsgSize(1<<31-1)),
+		grpc.WithUnaryInterceptor(forwardTokenUnary),
+		grpc.WithStreamInterceptor(forwardTokenStream),
 	)
 	if err != nil {
 		// NewClient only fails on malformed options, which are fixed

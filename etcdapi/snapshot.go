@@ -46,6 +46,9 @@ const (
 // lower bound (the bytes already read ahead) and 0 only on the last content
 // blob and on the digest; clientv3 does not read it.
 func (m *maintenanceServer) Snapshot(_ *pb.SnapshotRequest, srv grpc.ServerStreamingServer[pb.SnapshotResponse]) error {
+	if err := m.s.requireRoot(srv.Context()); err != nil {
+		return err
+	}
 	snap, ok := m.s.b.(snapshotter)
 	if !ok {
 		return status.Error(codes.Unimplemented, "janus: this member cannot take snapshots")

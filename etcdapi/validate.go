@@ -196,6 +196,9 @@ func grpcError(err error) error {
 	if errors.As(err, &ce) {
 		code = ce.Code
 	}
+	if e, ok := authErrors[code]; ok {
+		return e
+	}
 	switch code {
 	case core.CodeCompacted:
 		return rpctypes.ErrGRPCCompacted

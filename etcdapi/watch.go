@@ -194,6 +194,15 @@ func (ws *watchStream) create(r *pb.WatchCreateRequest) {
 		refuse("mvcc: required revision has been compacted")
 		return
 	}
+	// etcd checks the permission before the range.
+	c, err := ws.s.caller(ws.ctx)
+	if err == nil {
+		err = c.may(key, r.RangeEnd, core.AuthRead)
+	}
+	if err != nil {
+		refuse(err.Error())
+		return
+	}
 	if !fromKey && len(end) != 0 && bytes.Compare(key, end) >= 0 {
 		refuse(errEmptyWatcherRange.Error())
 		return
@@ -226,6 +235,9 @@ func (ws *watchStream) create(r *pb.WatchCreateRequest) {
 		prevKV: r.PrevKv, fragment: r.Fragment, progressNotify: r.ProgressNotify,
 		ctx: ctx, cancel: cancel, done: make(chan struct{}), progress: make(chan struct{}, 1),
 		sent: start - 1,
+	}
+	if c.st.Enabled && !c.isRoot() {
+		w.user, w.authRev, w.permEnd, w.zkAuth = c.user, c.st.Rev, r.RangeEnd, c.zkAuth()
 	}
 	for _, f := range r.Filters {
 		switch f {
@@ -349,6 +361,17 @@ type watcher struct {
 	progress   chan struct{}
 	sentEvents bool // since the last progress tick; owned by run
 
+	// A watcher of a user that is not root (auth on) is checked again
+	// whenever the auth store changes, and ends with "permission denied"
+	// once its range is no longer the user's to read: a revoked
+	// permission never delivers another event (etcd checks only at
+	// creation). It also ends when an event touches a znode whose ACL
+	// denies the user's ZooKeeper identity READ. authRev 0: no checks.
+	user    string
+	authRev uint64
+	permEnd []byte
+	zkAuth  []core.ID
+
 	// Guarded by ws.mu.
 	sent  int64 // every event up to this revision is queued
 	ended bool
@@ -408,8 +431,32 @@ func (w *watcher) run(sub *core.Subscription, err error) {
 	}
 }
 
+// stillPermitted re-checks the watcher's user against the auth store when
+// it has changed since the last check.
+func (w *watcher) stillPermitted() bool {
+	if w.authRev == 0 {
+		return true
+	}
+	st := w.ws.s.b.Auth()
+	switch {
+	case st.Rev == w.authRev:
+		return true
+	case !st.Enabled:
+		w.authRev, w.zkAuth = 0, nil
+		return true
+	case !st.Permitted(w.user, w.key, w.permEnd, core.AuthRead):
+		return false
+	}
+	w.authRev = st.Rev
+	return true
+}
+
 // deliver queues the watcher's share of one revision's events.
 func (w *watcher) deliver(re core.RevEvents) bool {
+	if !w.stillPermitted() {
+		w.fail(errPermissionDenied)
+		return false
+	}
 	var events []*mvccpb.Event
 	// etcd reads prev_kv at the revision before the event's, so a key
 	// written twice in one Txn gets the state from before the Txn both
@@ -429,6 +476,10 @@ func (w *watcher) deliver(re core.RevEvents) bool {
 	for _, ev := range re.Events {
 		if ev.Implicit || ev.Node == nil || !w.matches(ev.Node.Key) {
 			continue
+		}
+		if w.zkAuth != nil && !core.CheckACL(ev.Node.ACL, core.PermRead, w.zkAuth) {
+			w.fail(errPermissionDenied)
+			return false
 		}
 		e := &mvccpb.Event{Kv: keyValue(ev.Node)}
 		if ev.Type == core.EventDelete {
@@ -460,6 +511,9 @@ func (w *watcher) deliver(re core.RevEvents) bool {
 	w.ws.mu.Unlock()
 	return true
 }
+
+// errPermissionDenied ends a watcher whose user lost the right to read.
+var errPermissionDenied = &core.Error{Code: core.CodeAuthPermissionDenied}
 
 // fail ends the watcher: a compacted start revision is reported as etcd
 // reports it (compact_revision set, canceled, header revision 0), anything

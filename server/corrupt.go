@@ -363,6 +363,15 @@ func (m *Member) replicatedAlarms() []core.Alarm {
 	return nil
 }
 
+// Auth implements core.Backend: etcd's auth store as this member has
+// applied it.
+func (m *Member) Auth() *core.AuthState {
+	if a := m.auth.Load(); a != nil {
+		return a
+	}
+	return core.Meta{}.AuthState()
+}
+
 // alarmNames are the etcd names of alarms' types, each once, in order.
 func alarmNames(alarms []core.Alarm) []string {
 	var names []string
@@ -389,7 +398,8 @@ func (m *Member) Corrupt() bool {
 	return false
 }
 
-// loadAlarms reads the alarms of the state ref now shows. When they start
+// loadAlarms reads the alarms (and etcd's auth store, which also lives in
+// core.Meta) of the state ref now shows. When the alarms start
 // naming this member, the watch hub is replaced: its subscribers (etcd
 // watch streams, the ZooKeeper face's event feed) end rather than go on
 // receiving events of the damaged state, and new ones are refused.
@@ -409,6 +419,7 @@ func (m *Member) loadAlarms(ref *stateRef) error {
 	}
 	alarms := meta.Alarms
 	m.alarms.Store(&alarms)
+	m.auth.Store(meta.AuthState())
 	if m.Corrupt() && !wasCorrupt {
 		m.mu.Lock()
 		oldHub := m.hub

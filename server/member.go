@@ -143,7 +143,10 @@ type Member struct {
 	counts counters
 
 	// alarms are the active alarms of the current state (core.Meta).
-	alarms  atomic.Pointer[[]core.Alarm]
+	alarms atomic.Pointer[[]core.Alarm]
+	// auth is etcd's auth store of the current state (core.Meta), which
+	// the etcd face checks every request against.
+	auth    atomic.Pointer[core.AuthState]
 	checker *corruptChecker
 	// noSpace is what NoSpace last found, so that each change is logged
 	// once.
@@ -380,9 +383,9 @@ func (s *stateMachine) ApplyWhen(entries []zab.Entry, durable func() error) ([]a
 		durable = nil // it covered every entry handed over
 		hub.Publish(batches)
 		m.lessor.observe(seg, results)
-		if slices.ContainsFunc(seg, func(e core.Entry) bool { return e.Op.Alarm != nil }) {
+		if slices.ContainsFunc(seg, func(e core.Entry) bool { return e.Op.Alarm != nil || e.Op.Auth != nil }) {
 			if err := m.loadAlarms(ref); err != nil {
-				return nil, fmt.Errorf("server: read alarms: %w", err)
+				return nil, fmt.Errorf("server: read alarms and auth: %w", err)
 			}
 		}
 		m.checker.applied(ref, seg)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"unicode/utf16"
 
+	"golang.org/x/crypto/bcrypt"
+
 	"github.com/januskv/janus/core"
 	"github.com/januskv/janus/zkapi/jute"
 )
@@ -62,6 +64,13 @@ func fixupACL(acl []jute.ACL, auth []core.ID) ([]core.ACL, bool) {
 				return nil, false
 			}
 			add(core.ACL{Perms: core.Perm(a.Perms), ID: core.ID{Scheme: a.ID.Scheme, ID: a.ID.ID}})
+		case core.EtcdScheme:
+			// An etcd user: with etcd auth on, etcd requests act on
+			// znodes as etcd:<user>.
+			if a.ID.ID == "" {
+				return nil, false
+			}
+			add(core.ACL{Perms: core.Perm(a.Perms), ID: core.ID{Scheme: a.ID.Scheme, ID: a.ID.ID}})
 		default:
 			return nil, false
 		}
@@ -72,7 +81,22 @@ func fixupACL(acl []jute.ACL, auth []core.ID) ([]core.ACL, bool) {
 // authenticatedScheme reports whether identities of a scheme count for the
 // "auth" ACL scheme: ZooKeeper's isAuthenticated is true for digest and
 // false for ip.
-func authenticatedScheme(scheme string) bool { return scheme == "digest" || scheme == "super" }
+func authenticatedScheme(scheme string) bool {
+	return scheme == "digest" || scheme == "super" || scheme == core.EtcdScheme
+}
+
+// etcdUser checks "user:password" against etcd's auth store, which must be
+// enabled, and returns the user. The password is compared with its bcrypt
+// hash, as etcd's Authenticate does.
+func (s *Server) etcdUser(cred string) (string, bool) {
+	user, password, ok := strings.Cut(cred, ":")
+	st := s.backend.Auth()
+	u := st.User(user)
+	if !ok || !st.Enabled || u == nil || u.NoPassword {
+		return user, false
+	}
+	return user, bcrypt.CompareHashAndPassword(u.Password, []byte(password)) == nil
+}
 
 // validDigestID mirrors DigestAuthenticationProvider.isValid: Java's
 // id.split(":") must give exactly two parts (trailing empty parts dropped).

@@ -477,14 +477,14 @@ func (c *conn) exists(path string, watch bool) reply {
 // readTarget finds the node a read names and checks that ids may do perm
 // on it. When ok is false, refused is the reply to send (NoNode, NoAuth or
 // a failed read).
-func readTarget(v core.View, path string, perm core.Perm, ids []core.ID) (n *core.Node, d *core.Dir, refused reply, ok bool) {
+func readTarget(v core.View, st *core.AuthState, path string, perm core.Perm, ids []core.ID) (n *core.Node, d *core.Dir, refused reply, ok bool) {
 	n, d, err := lookup(v, path)
 	switch {
 	case err != nil:
 		return nil, nil, reply{fail: err}, false
 	case n == nil:
 		return nil, nil, reply{code: jute.CodeNoNode}, false
-	case !core.CheckACL(n.ACL, perm, ids):
+	case !core.CheckACL(n.ACL, perm, ids), !st.ZKPermitted([]byte(path), perm, ids):
 		return nil, nil, reply{code: jute.CodeNoAuth}, false
 	}
 	return n, d, reply{}, true
@@ -492,7 +492,7 @@ func readTarget(v core.View, path string, perm core.Perm, ids []core.ID) (n *cor
 
 func (c *conn) getData(path string, watch bool, ids []core.ID) reply {
 	return c.view(watch, func(v core.ReadView) reply {
-		n, d, refused, ok := readTarget(v, path, core.PermRead, ids)
+		n, d, refused, ok := readTarget(v, c.srv.backend.Auth(), path, core.PermRead, ids)
 		if !ok {
 			return refused
 		}
@@ -514,7 +514,7 @@ func children(v core.View, path string) ([]string, error) {
 
 func (c *conn) getChildren(path string, watch, withStat bool, ids []core.ID) reply {
 	return c.view(watch, func(v core.ReadView) reply {
-		n, d, refused, ok := readTarget(v, path, core.PermRead, ids)
+		n, d, refused, ok := readTarget(v, c.srv.backend.Auth(), path, core.PermRead, ids)
 		if !ok {
 			return refused
 		}
@@ -534,7 +534,7 @@ func (c *conn) getChildren(path string, watch, withStat bool, ids []core.ID) rep
 
 func (c *conn) getACL(path string, ids []core.ID) reply {
 	return c.view(false, func(v core.ReadView) reply {
-		n, d, refused, ok := readTarget(v, path, core.PermRead|core.PermAdmin, ids)
+		n, d, refused, ok := readTarget(v, c.srv.backend.Auth(), path, core.PermRead|core.PermAdmin, ids)
 		if !ok {
 			return refused
 		}
@@ -548,7 +548,7 @@ func (c *conn) getACL(path string, ids []core.ID) reply {
 
 func (c *conn) getAllChildrenNumber(path string, ids []core.ID) reply {
 	return c.view(false, func(v core.ReadView) reply {
-		_, _, refused, ok := readTarget(v, path, core.PermRead, ids)
+		_, _, refused, ok := readTarget(v, c.srv.backend.Auth(), path, core.PermRead, ids)
 		if !ok {
 			return refused
 		}
@@ -628,7 +628,7 @@ func (c *conn) multiRead(req *jute.MultiRequest, ids []core.ID) reply {
 			switch {
 			case n == nil:
 				resp.Results[i] = jute.MultiResult{Type: jute.OpError, Err: jute.CodeNoNode}
-			case !core.CheckACL(n.ACL, core.PermRead, ids):
+			case !core.CheckACL(n.ACL, core.PermRead, ids), !c.srv.backend.Auth().ZKPermitted([]byte(path), core.PermRead, ids):
 				resp.Results[i] = jute.MultiResult{Type: jute.OpError, Err: jute.CodeNoAuth}
 			case op.Type == jute.OpGetData:
 				resp.Results[i] = jute.MultiResult{Type: jute.OpGetData, Data: n.Value, Stat: toStat(n, d)}
@@ -657,6 +657,15 @@ func (c *conn) addAuth(p *jute.AuthPacket) reply {
 		id = core.ID{Scheme: "digest", ID: d}
 	case "ip":
 		id = core.ID{Scheme: "ip", ID: c.remote}
+	case core.EtcdScheme:
+		// An etcd user, with its etcd password: the session then acts
+		// as etcd:<user> in ACLs, as that user's etcd requests do.
+		user, ok := c.srv.etcdUser(string(p.Auth))
+		if !ok {
+			c.log.Info("closing connection: etcd authentication failed", "user", user)
+			return reply{code: jute.CodeAuthFailed, close: true}
+		}
+		id = core.ID{Scheme: core.EtcdScheme, ID: user}
 	default:
 		c.log.Info("closing connection: unknown auth scheme", "scheme", p.Scheme)
 		return reply{code: jute.CodeAuthFailed, close: true}

@@ -380,7 +380,7 @@ func (w *watchManager) fireLocked(ev zkEvent, rev int64, parentACL aclLookup) {
 
 func (w *watchManager) notify(conns []*conn, typ jute.EventType, path string, acl []core.ACL) {
 	for _, c := range conns {
-		if core.CheckACL(acl, core.PermRead, c.identities()) {
+		if ids := c.identities(); core.CheckACL(acl, core.PermRead, ids) && c.srv.backend.Auth().ZKPermitted([]byte(path), core.PermRead, ids) {
 			c.sendEvent(typ, path)
 		}
 		if paths := w.byConn[c]; paths != nil && !w.data.has(path, c) && !w.child.has(path, c) {
