@@ -160,7 +160,7 @@ func TestStatResetsMatchZooKeeper(t *testing.T) {
 		t.Skip("starts a real ZooKeeper")
 	}
 	ref := testenv.StartZooKeeper(t, testenv.ZKOptions{})
-	j := startJanus(t, zkapi.Config{})
+	j := startJanus(t, zkapi.Config{FourLetterWhitelist: []string{"*"}})
 	for name, addr := range map[string]string{"zookeeper": ref.Addr, "janus": j.Addr} {
 		t.Run(name, func(t *testing.T) { checkStatResets(t, addr) })
 	}

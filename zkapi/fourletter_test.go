@@ -15,14 +15,14 @@ import (
 // TestStatResets checks srst and crst on Janus alone (the differential
 // test compares them with ZooKeeper's where ZooKeeper is installed).
 func TestStatResets(t *testing.T) {
-	j := startJanus(t, zkapi.Config{})
+	j := startJanus(t, zkapi.Config{FourLetterWhitelist: []string{"*"}})
 	checkStatResets(t, j.Addr)
 }
 
 // TestDirs checks that dirs and conf report the member's state and log
 // directories and the bytes in them.
 func TestDirs(t *testing.T) {
-	j := startJanus(t, zkapi.Config{})
+	j := startJanus(t, zkapi.Config{FourLetterWhitelist: []string{"*"}})
 	c, _ := connect(t, j.Addr, 10*time.Second)
 	if _, err := c.Create("/d", []byte(strings.Repeat("x", 1000)), 0, openACL); err != nil {
 		t.Fatal(err)
