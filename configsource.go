@@ -189,7 +189,7 @@ var (
 	}
 	zooCfgIgnored = map[string]bool{
 		"dataLogDir": true, "initLimit": true, "preAllocSize": true, "snapCount": true,
-		"autopurge.snapRetainCount": true, "autopurge.purgeInterval": true,
+		"autopurge.snapRetainCount": true,
 		"admin.enableServer": true, "admin.serverPort": true, "admin.serverAddress": true,
 		"standaloneEnabled": true, "reconfigEnabled": true, "dynamicConfigFile": true,
 		"metricsProvider.className": true, "metricsProvider.httpPort": true,
@@ -283,6 +283,18 @@ func readZooCfg(path string) (values []fileValue, ignored []string, err error) {
 				value = strings.ReplaceAll(value, " ", "")
 			}
 			add(k, zooCfgKeys[k], value)
+		case k == "autopurge.purgeInterval":
+			// ZooKeeper purges old snapshots and logs every N hours (0:
+			// never); Janus's nearest habit is compacting history older
+			// than that. 0 leaves Janus's default compaction.
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return nil, nil, fmt.Errorf("zk config %s: key %q: %q is not a number of hours", path, k, v)
+			}
+			if n > 0 {
+				add(k, "auto-compaction-mode", "periodic")
+				add(k, "auto-compaction-retention", fmt.Sprintf("%dh", n))
+			}
 		case k == "clientPort" || k == "clientPortAddress" || k == "syncLimit":
 		case zooCfgIgnored[k]:
 			ignored = append(ignored, k)

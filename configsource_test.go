@@ -87,6 +87,7 @@ func TestInvalidConfigurationIsOneLineNamingTheKey(t *testing.T) {
 		{"zoo.cfg unknown key", []string{"--zk-config", writeFile(t, "e.cfg", "tickTime=2000\nfancyNewKey=1\n")}, nil, []string{"e.cfg", `"fancyNewKey"`}},
 		{"zoo.cfg bad server line", []string{"--zk-config", writeFile(t, "f.cfg", "server.1=nohost\n")}, nil, []string{"f.cfg", `"server.1"`}},
 		{"zoo.cfg bad tickTime", []string{"--zk-config", writeFile(t, "g.cfg", "tickTime=fast\n")}, nil, []string{"g.cfg", `"tickTime"`}},
+		{"zoo.cfg bad purgeInterval", []string{"--zk-config", writeFile(t, "h.cfg", "autopurge.purgeInterval=-1\n")}, nil, []string{"h.cfg", `"autopurge.purgeInterval"`}},
 	}
 	for _, c := range cases {
 		_, err := parseConfig(c.args, c.env, io.Discard)
@@ -166,6 +167,9 @@ autopurge.purgeInterval=1
 		cfg, err := parseConfig([]string{"--zk-config", zooCfg}, nil, io.Discard)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if cfg.AutoCompaction.Mode != "periodic" || cfg.AutoCompaction.Period != time.Hour {
+			t.Errorf("server %d: autopurge.purgeInterval=1 gave auto-compaction %+v, want periodic 1h", i, cfg.AutoCompaction)
 		}
 		if cfg.ID != uint64(i) || len(cfg.Peers) != n || cfg.ElectionTimeout != time.Second || cfg.DisableExtendedTypes || cfg.FourLetterWords != "srvr,mntr,ruok" {
 			t.Fatalf("server %d: id %d, peers %v, election timeout %v, extended types off %v, 4lw %q", i, cfg.ID, cfg.Peers, cfg.ElectionTimeout, cfg.DisableExtendedTypes, cfg.FourLetterWords)
