@@ -190,7 +190,7 @@ var (
 	zooCfgIgnored = map[string]bool{
 		"dataLogDir": true, "initLimit": true, "preAllocSize": true, "snapCount": true,
 		"autopurge.snapRetainCount": true,
-		"admin.enableServer": true, "admin.serverPort": true, "admin.serverAddress": true,
+		"admin.enableServer":        true, "admin.serverPort": true, "admin.serverAddress": true,
 		"standaloneEnabled": true, "reconfigEnabled": true, "dynamicConfigFile": true,
 		"metricsProvider.className": true, "metricsProvider.httpPort": true,
 		"quorumListenOnAllIPs": true, "electionAlg": true, "peerType": true,
