@@ -49,7 +49,11 @@ func systemChildren(parent []byte) [][]byte {
 // stored there: empty, created at zxid 0; /zookeeper/config readable only,
 // as ZooKeeper's is.
 func systemNode(path []byte) *Node {
-	n := &Node{Key: bytes.Clone(path), Implicit: true}
+	// Empty, not absent: ZooKeeper makes each with new byte[0], and a
+	// client reading one (Curator's EnsembleTracker reads
+	// /zookeeper/config on every connect) must get a zero-length buffer,
+	// not null, which Curator cannot read.
+	n := &Node{Key: bytes.Clone(path), Value: []byte{}, Implicit: true}
 	if string(path) == "/zookeeper/config" {
 		n.ACL = []ACL{{Perms: PermRead, ID: ID{Scheme: "world", ID: "anyone"}}}
 	}

@@ -19,6 +19,11 @@ func TestSystemNodes(t *testing.T) {
 		if err != nil || n == nil {
 			t.Fatalf("%s: %s is missing: %v", when, path, err)
 		}
+		if path != "/" && n.Value == nil {
+			// ZooKeeper's are new byte[0]; Curator cannot read a null
+			// /zookeeper/config.
+			t.Fatalf("%s: %s has null data, want empty", when, path)
+		}
 		var kids []string
 		if err := core.TreeChildren(h.m, []byte(path), func(name []byte) bool { kids = append(kids, string(name)); return true }); err != nil {
 			t.Fatal(err)
