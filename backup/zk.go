@@ -3,6 +3,7 @@ package backup
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -119,22 +120,12 @@ func zkFiles(dir, prefix string) ([]string, []int64, error) {
 		}
 		files = append(files, file{filepath.Join(dir, e.Name()), int64(z)})
 	}
-	slices.SortFunc(files, func(a, b file) int { return cmpInt64(a.zxid, b.zxid) })
+	slices.SortFunc(files, func(a, b file) int { return cmp.Compare(a.zxid, b.zxid) })
 	names, zxids := make([]string, len(files)), make([]int64, len(files))
 	for i, f := range files {
 		names[i], zxids[i] = f.name, f.zxid
 	}
 	return names, zxids, nil
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func loadZooKeeper(dir string, log *slog.Logger) (*zkTree, error) {
