@@ -59,7 +59,7 @@ func New() *Registry {
 		}, []string{"To"}),
 		applyDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "janus", Subsystem: "server", Name: "apply_duration_seconds",
-			Help:    "How long applying one group of committed entries took, from the store's write to watchers learning of it.",
+			Help:    "How long applying one group of committed entries took (store write, watchers, lessor), without the wait for the log's flush a single member overlaps with it.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		}),
 		applyGroup: prometheus.NewHistogram(prometheus.HistogramOpts{
