@@ -1,14 +1,17 @@
 package backup
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
+	"go.etcd.io/etcd/api/v3/authpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/server/v3/lease/leasepb"
 	"google.golang.org/protobuf/proto"
@@ -26,7 +29,16 @@ var (
 	// creates missing ones itself, they are written empty so the file
 	// looks like one etcd saved.
 	bucketsEmpty = [][]byte{[]byte("alarm"), []byte("cluster"), []byte("members"),
-		[]byte("members_removed"), []byte("auth"), []byte("authUsers"), []byte("authRoles")}
+		[]byte("members_removed")}
+
+	// The auth store (schema/auth.go, auth_users.go, auth_roles.go): the
+	// auth bucket holds whether auth is on and its revision; users and
+	// roles are authpb records keyed by name.
+	bucketAuth      = []byte("auth")
+	bucketAuthUsers = []byte("authUsers")
+	bucketAuthRoles = []byte("authRoles")
+	authEnabledKey  = []byte("authEnabled")
+	authRevisionKey = []byte("authRevision")
 
 	metaConsistentIndex  = []byte("consistent_index")
 	metaTerm             = []byte("term")
@@ -135,7 +147,8 @@ func writeEtcdState(bw *boltWriter, src Source) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("backup: read meta: %w", err)
 	}
-	for _, name := range append([][]byte{bucketKey, bucketMeta, bucketLease, bucketJanus}, bucketsEmpty...) {
+	for _, name := range append([][]byte{bucketKey, bucketMeta, bucketLease, bucketJanus,
+		bucketAuth, bucketAuthUsers, bucketAuthRoles}, bucketsEmpty...) {
 		if err := bw.createBucket(name); err != nil {
 			return 0, err
 		}
@@ -176,8 +189,11 @@ func writeEtcdState(bw *boltWriter, src Source) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("backup: write leases: %w", err)
 	}
-	// The fingerprint reads the lease bucket back: it must be in this
-	// transaction.
+	if err := writeEtcdAuth(bw, meta.AuthState()); err != nil {
+		return 0, err
+	}
+	// The fingerprint reads the lease and auth buckets back: they must be
+	// in this transaction.
 	if err := bw.commit(); err != nil {
 		return 0, err
 	}
@@ -212,6 +228,106 @@ func writeEtcdState(bw *boltWriter, src Source) (uint64, error) {
 		return 0, err
 	}
 	return applied, nil
+}
+
+// writeEtcdAuth writes the auth store as etcd keeps it. Passwords are
+// bcrypt hashes in both, so users log in to the etcd restored from the
+// file with the passwords they had; the simple-token key is Janus's own
+// and stays out (etcd signs its tokens otherwise).
+func writeEtcdAuth(bw *boltWriter, st *core.AuthState) error {
+	enabled := []byte{0}
+	if st.Enabled {
+		enabled = []byte{1}
+	}
+	if err := bw.put(bucketAuth, authEnabledKey, enabled); err != nil {
+		return err
+	}
+	if err := bw.put(bucketAuth, authRevisionKey, binary.BigEndian.AppendUint64(nil, st.Rev)); err != nil {
+		return err
+	}
+	for _, u := range st.Users {
+		rec := &authpb.User{Name: []byte(u.Name), Password: u.Password, Roles: u.Roles}
+		if u.NoPassword {
+			rec.Options = &authpb.UserAddOptions{NoPassword: true}
+		}
+		b, err := proto.Marshal(rec)
+		if err == nil {
+			err = bw.put(bucketAuthUsers, rec.Name, b)
+		}
+		if err != nil {
+			return fmt.Errorf("backup: write user %q: %w", u.Name, err)
+		}
+	}
+	for _, r := range st.Roles {
+		rec := &authpb.Role{Name: []byte(r.Name)}
+		for _, p := range r.Perms {
+			rec.KeyPermission = append(rec.KeyPermission, &authpb.Permission{
+				PermType: authpb.Permission_Type(p.Type), Key: p.Key, RangeEnd: p.End})
+		}
+		b, err := proto.Marshal(rec)
+		if err == nil {
+			err = bw.put(bucketAuthRoles, rec.Name, b)
+		}
+		if err != nil {
+			return fmt.Errorf("backup: write role %q: %w", r.Name, err)
+		}
+	}
+	return nil
+}
+
+// readEtcdAuth reads an etcd backend file's auth store; nil when it holds
+// none. etcd keeps no key for Janus's simple tokens: the first
+// Authenticate after the restore draws one (see etcdapi).
+func readEtcdAuth(tx *bolt.Tx) (*core.AuthState, error) {
+	ab := tx.Bucket(bucketAuth)
+	if ab == nil {
+		return nil, nil
+	}
+	st := &core.AuthState{Rev: 1}
+	if v := ab.Get(authRevisionKey); len(v) == 8 {
+		st.Rev = binary.BigEndian.Uint64(v)
+	}
+	st.Enabled = bytes.Equal(ab.Get(authEnabledKey), []byte{1})
+	if b := tx.Bucket(bucketAuthUsers); b != nil {
+		err := b.ForEach(func(k, v []byte) error {
+			rec := &authpb.User{}
+			if err := proto.Unmarshal(v, rec); err != nil {
+				return fmt.Errorf("backup: user %q: %w", k, err)
+			}
+			roles := slices.Clone(rec.Roles)
+			slices.Sort(roles)
+			st.Users = append(st.Users, core.AuthUser{Name: string(rec.Name), Password: rec.Password,
+				NoPassword: rec.Options.GetNoPassword(), Roles: roles})
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if b := tx.Bucket(bucketAuthRoles); b != nil {
+		err := b.ForEach(func(k, v []byte) error {
+			rec := &authpb.Role{}
+			if err := proto.Unmarshal(v, rec); err != nil {
+				return fmt.Errorf("backup: role %q: %w", k, err)
+			}
+			r := core.AuthRole{Name: string(rec.Name)}
+			for _, p := range rec.KeyPermission {
+				if p.PermType < authpb.Permission_READ || p.PermType > authpb.Permission_READWRITE {
+					return fmt.Errorf("backup: role %q: permission type %d", k, p.PermType)
+				}
+				r.Perms = append(r.Perms, core.AuthPerm{Type: core.AuthPermType(p.PermType), Key: p.Key, End: p.RangeEnd})
+			}
+			st.Roles = append(st.Roles, r)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if !st.Enabled && st.Rev == 1 && len(st.Users) == 0 && len(st.Roles) == 0 {
+		return nil, nil
+	}
+	return st, nil
 }
 
 // boltWriter writes through a chain of bbolt transactions, committing one
@@ -350,14 +466,32 @@ func (cr *chunkReader) Read(p []byte) (int, error) {
 }
 
 // etcdFingerprint identifies the etcd state of a backend file: its
-// current revision and the IDs of its leases. Every change etcd makes to
-// keys moves the revision; granting or revoking a lease without keys does
-// not, hence the IDs.
+// current revision, the IDs of its leases and its auth records. Every
+// change etcd makes to keys moves the revision; granting or revoking a
+// lease without keys does not, hence the IDs, nor does changing users or
+// roles, hence the records. A file with no auth records hashes as files
+// written before Janus wrote them did.
 func etcdFingerprint(tx *bolt.Tx, rev int64) ([]byte, error) {
 	h := sha256.New()
 	if lb := tx.Bucket(bucketLease); lb != nil {
 		if err := lb.ForEach(func(k, _ []byte) error { h.Write(k); return nil }); err != nil {
 			return nil, fmt.Errorf("backup: read leases: %w", err)
+		}
+	}
+	for _, name := range [][]byte{bucketAuth, bucketAuthUsers, bucketAuthRoles} {
+		b := tx.Bucket(name)
+		if b == nil {
+			continue
+		}
+		err := b.ForEach(func(k, v []byte) error {
+			for _, p := range [][]byte{name, k, v} {
+				h.Write(binary.BigEndian.AppendUint32(nil, uint32(len(p))))
+				h.Write(p)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("backup: read %s: %w", name, err)
 		}
 	}
 	return h.Sum(binary.BigEndian.AppendUint64(nil, uint64(rev))), nil

@@ -268,7 +268,11 @@ func readEtcdState(tx *bolt.Tx, log *slog.Logger) (*core.Batch, error) {
 	if err != nil {
 		return nil, err
 	}
-	state := &core.Batch{Meta: &core.Meta{Rev: max(rev, 1)}}
+	auth, err := readEtcdAuth(tx)
+	if err != nil {
+		return nil, err
+	}
+	state := &core.Batch{Meta: &core.Meta{Rev: max(rev, 1), Auth: auth}}
 	leases := map[int64]bool{}
 	if lb := tx.Bucket(bucketLease); lb != nil {
 		err := lb.ForEach(func(k, v []byte) error {

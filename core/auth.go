@@ -317,7 +317,15 @@ func authChange(cur *AuthState, c *AuthChange) (next *AuthState, changed bool, r
 	switch c.Kind {
 	case AuthEnable:
 		if s.Enabled {
-			return cur, false, nil
+			// An auth store restored from an etcd backup is enabled
+			// but has no key to sign simple tokens with (etcd keeps
+			// none): the first enable proposed then supplies one.
+			// Otherwise enabling twice changes nothing, as in etcd.
+			if len(s.TokenKey) > 0 || len(c.TokenKey) == 0 {
+				return cur, false, nil
+			}
+			s.TokenKey = bytes.Clone(c.TokenKey)
+			return s, true, nil
 		}
 		root := s.User(RootName)
 		if root == nil {

@@ -172,3 +172,41 @@ func TestStaleAuthCheckIsRefused(t *testing.T) {
 		wantCode(t, res, c.code)
 	}
 }
+
+// TestAuthEnableKeysAKeylessStore: a store that is enabled but has no
+// token signing key (restored from an etcd backup, which keeps none) takes
+// the key of the next enable, once; after that enabling changes nothing,
+// so members that race to key it agree on the first key logged.
+func TestAuthEnableKeysAKeylessStore(t *testing.T) {
+	h := newHarness(t)
+	for _, c := range []core.AuthChange{
+		{Kind: core.AuthUserAdd, User: "root", Password: []byte("hash")},
+		{Kind: core.AuthUserGrantRole, User: "root", Role: "root"},
+		{Kind: core.AuthEnable}, // enabled, no key: the restored shape
+	} {
+		res, _ := h.apply(authOp(c))
+		wantCode(t, res, core.CodeOK)
+	}
+	key := func() string {
+		m, _ := h.m.Meta()
+		return string(m.AuthState().TokenKey)
+	}
+	before, _ := h.m.Meta()
+	for _, step := range []struct {
+		key, want string
+	}{
+		{"", ""}, // an enable without a key leaves it keyless
+		{"first", "first"},
+		{"second", "first"},
+	} {
+		res, _ := h.apply(authOp(core.AuthChange{Kind: core.AuthEnable, TokenKey: []byte(step.key)}))
+		wantCode(t, res, core.CodeOK)
+		if got := key(); got != step.want {
+			t.Fatalf("after enable with key %q the store's key is %q, want %q", step.key, got, step.want)
+		}
+	}
+	after, _ := h.m.Meta()
+	if after.AuthState().Rev != before.AuthState().Rev || !after.AuthState().Enabled {
+		t.Fatalf("keying moved the auth revision %d -> %d or disabled auth", before.AuthState().Rev, after.AuthState().Rev)
+	}
+}

@@ -418,11 +418,34 @@ func (a *authServer) Authenticate(ctx context.Context, r *pb.AuthenticateRequest
 		a.s.log.Info("authentication failed", "user", r.Name, "peer", peerAddr(ctx))
 		return nil, rpctypes.ErrGRPCAuthFailed
 	}
+	if len(st.TokenKey) == 0 {
+		var err error
+		if st, err = a.keyRestoredStore(ctx); err != nil {
+			return nil, err
+		}
+	}
 	token, err := a.s.tokens.assign(st, r.Name, time.Now())
 	if err != nil {
 		return nil, grpcError(err)
 	}
 	return &pb.AuthenticateResponse{Header: a.s.header(a.s.currentRev()), Token: token}, nil
+}
+
+// keyRestoredStore gives a signing key to an enabled auth store that has
+// none, one restored from an etcd backup file (etcd keeps no such key),
+// and returns the store with it. The proposal is the auth enable a root
+// user would make; core applies it only while the store has no key, so
+// members racing to key it agree on the first.
+func (a *authServer) keyRestoredStore(ctx context.Context) (*core.AuthState, error) {
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return nil, grpcError(err)
+	}
+	if _, err := a.s.propose(ctx, &core.Op{Auth: &core.AuthChange{Kind: core.AuthEnable, TokenKey: key}}); err != nil {
+		return nil, err
+	}
+	a.s.log.Info("auth store restored without a token signing key: drew one")
+	return a.s.b.Auth(), nil
 }
 
 // hash turns a request's password into the bcrypt hash the log carries,
