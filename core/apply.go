@@ -387,13 +387,13 @@ func compareNode(c *Compare, n *Node) bool {
 	case CompareValue:
 		r = bytes.Compare(n.Value, c.Value)
 	case CompareVersion:
-		r = cmpInt(n.Version, c.Int)
+		r = cmp.Compare(n.Version, c.Int)
 	case CompareCreateRev:
-		r = cmpInt(n.CreateRev, c.Int)
+		r = cmp.Compare(n.CreateRev, c.Int)
 	case CompareModRev:
-		r = cmpInt(n.ModRev, c.Int)
+		r = cmp.Compare(n.ModRev, c.Int)
 	case CompareLease:
-		r = cmpInt(n.Lease, c.Int)
+		r = cmp.Compare(n.Lease, c.Int)
 	}
 	switch c.Result {
 	case CompareEqual:
@@ -406,16 +406,6 @@ func compareNode(c *Compare, n *Node) bool {
 		return r < 0
 	}
 	return false
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // rangeNodes visits the stored nodes an etcd key/range_end pair names: just
