@@ -17,6 +17,7 @@ import (
 	"github.com/januskv/janus/etcdapi"
 	"github.com/januskv/janus/internal/tlsfiles"
 	"github.com/januskv/janus/server"
+	"github.com/januskv/janus/zab"
 )
 
 // Config is everything the command line sets.
@@ -151,7 +152,7 @@ func parseConfig(args, environ []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&cfg.AdvertiseEtcd, "advertise-etcd", "", "etcd client address this member advertises (default: its --peer-etcd entry, else --etcd-listen)")
 	fs.StringVar(&cfg.AdvertiseZK, "advertise-zk", "", "ZooKeeper client address this member advertises (default: its --peer-zk entry, else --zk-listen)")
 	fs.DurationVar(&cfg.ElectionTimeout, "election-timeout", time.Second, "how long without a leader (or, on the leader, without a quorum) before an election")
-	fs.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", 100*time.Millisecond, "the leader's heartbeat period")
+	fs.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", 100*time.Millisecond, "the leader's heartbeat period (at most half of --election-timeout)")
 	fs.IntVar(&cfg.MaxDiffEntries, "max-diff-entries", 100_000, "a member missing more log entries than this is sent a snapshot instead")
 	for _, name := range []string{"corrupt-check-time", "experimental-corrupt-check-time"} {
 		fs.DurationVar(&cfg.CorruptCheckTime, name, 5*time.Minute, "how often the leader has every member hash its state at one log index and compare (0: never)")
@@ -251,8 +252,8 @@ func parseConfig(args, environ []string, stderr io.Writer) (Config, error) {
 	if err := checkEnsemble(cfg); err != nil {
 		return cfg, err
 	}
-	if cfg.ElectionTimeout <= 0 || cfg.HeartbeatInterval <= 0 || cfg.HeartbeatInterval >= cfg.ElectionTimeout {
-		return cfg, errors.New("--heartbeat-interval and --election-timeout must be positive, the heartbeat shorter")
+	if err := zab.CheckTimeouts(cfg.HeartbeatInterval, cfg.ElectionTimeout); err != nil {
+		return cfg, fmt.Errorf("--heartbeat-interval and --election-timeout: %w", err)
 	}
 	ac, err := server.ParseAutoCompaction(*compactMode, *compactRetention)
 	if err != nil {

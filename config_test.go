@@ -26,6 +26,9 @@ func TestEnsembleFlags(t *testing.T) {
 		{"client address of a stranger", []string{"--id", "1", "--peers", three, "--peer-etcd", "7=127.0.0.1:2379"}, "member 7"},
 		{"duplicate id", []string{"--id", "1", "--peers", "1=a:1,1=a:2"}, "twice"},
 		{"heartbeat not below election timeout", []string{"--heartbeat-interval", "2s", "--election-timeout", "1s"}, "heartbeat"},
+		// zab needs a follower to hear two heartbeats per timeout.
+		{"heartbeat over half the election timeout", []string{"--heartbeat-interval", "600ms", "--election-timeout", "1s"}, "at most half"},
+		{"heartbeat not positive", []string{"--heartbeat-interval", "0s"}, "must be positive"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

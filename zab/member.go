@@ -187,9 +187,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.HeartbeatInterval <= 0 {
 		c.HeartbeatInterval = 100 * time.Millisecond
 	}
-	if c.HeartbeatInterval > c.ElectionTimeout/2 {
-		return c, fmt.Errorf("zab: HeartbeatInterval %v must be at most half of ElectionTimeout %v",
-			c.HeartbeatInterval, c.ElectionTimeout)
+	if err := CheckTimeouts(c.HeartbeatInterval, c.ElectionTimeout); err != nil {
+		return c, fmt.Errorf("zab: %w", err)
 	}
 	if c.NewTicker == nil {
 		c.NewTicker = func(d time.Duration) (<-chan time.Time, func()) {
@@ -970,4 +969,18 @@ func (m *Member) runTrimmer() {
 			}
 		}
 	}
+}
+
+// CheckTimeouts says whether a heartbeat period and an election timeout can
+// work together: a follower that misses one heartbeat must still hear the
+// next before it gives up on the leader, so the heartbeat is at most half
+// the timeout. Configuration checks it before a member starts.
+func CheckTimeouts(heartbeat, election time.Duration) error {
+	if heartbeat <= 0 || election <= 0 {
+		return fmt.Errorf("heartbeat interval %v and election timeout %v must be positive", heartbeat, election)
+	}
+	if heartbeat > election/2 {
+		return fmt.Errorf("heartbeat interval %v must be at most half of the election timeout %v", heartbeat, election)
+	}
+	return nil
 }
