@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
-	"strconv"
 )
 
 // Apply applies one entry on top of ov and returns the proposer's answer and
@@ -754,11 +753,7 @@ func (a *applier) create(op *TxnOp, auth []ID) (OpResult, error, error) {
 		if pdir != nil {
 			seq = pdir.Seq
 		}
-		path = append(bytes.Clone(op.Key), fmt.Sprintf("%010d", seq)...)
-		if seq < 0 {
-			// ZooKeeper formats the wrapped counter the same way.
-			path = append(bytes.Clone(op.Key), strconv.FormatInt(int64(seq), 10)...)
-		}
+		path = AppendSequentialSuffix(bytes.Clone(op.Key), seq)
 	}
 	existing, _, err := TreeNode(a.ov, path)
 	if err != nil {

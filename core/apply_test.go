@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/januskv/janus/core"
@@ -277,6 +278,35 @@ func TestSequentialSuffixCountsEveryCreate(t *testing.T) {
 	n, d := h.tree("/q")
 	if st := core.StatOf(n, d); st.Cversion != 5 {
 		t.Fatalf("cversion counts creates and deletes: %d", st.Cversion)
+	}
+}
+
+// TestSequentialSuffixAfterTheCounterWraps: ZooKeeper's counter is an
+// int32 that wraps after 2^31-1 sequential children (a restored
+// ZooKeeper data directory can bring one that far); its names are then
+// Java's "%010d" of a negative number, padded after the sign.
+func TestSequentialSuffixAfterTheCounterWraps(t *testing.T) {
+	h := newHarness(t)
+	h.zk(create("/q", ""))
+	n, _ := h.tree("/q")
+	d := &core.Dir{Pzxid: n.CreateRev, Seq: math.MaxInt32}
+	h.m.Write(&core.Batch{Index: h.index, Dirs: []core.DirWrite{{Path: []byte("/q"), Dir: d}}})
+	for _, want := range []string{"/q/s-2147483647", "/q/s--2147483648", "/q/s--2147483647"} {
+		op := create("/q/s-", "")
+		op.Create.Sequential = true
+		res := h.zk(op)
+		if res.Err != nil || string(res.Ops[0].Path) != want {
+			t.Fatalf("sequential create: %q (%v), want %q", res.Ops[0].Path, res.Err, want)
+		}
+	}
+	// -5 is where the padding shows.
+	_, d = h.tree("/q")
+	d.Seq = -5
+	h.m.Write(&core.Batch{Index: h.index, Dirs: []core.DirWrite{{Path: []byte("/q"), Dir: d}}})
+	op := create("/q/s-", "")
+	op.Create.Sequential = true
+	if res := h.zk(op); res.Err != nil || string(res.Ops[0].Path) != "/q/s--000000005" {
+		t.Fatalf("sequential create at -5: %q (%v)", res.Ops[0].Path, res.Err)
 	}
 }
 

@@ -2,6 +2,7 @@ package core
 
 import (
 	"bytes"
+	"fmt"
 	"unicode/utf8"
 )
 
@@ -89,3 +90,11 @@ func JoinPath(parent, name []byte) []byte {
 
 // RootPath is the tree's root, which always exists.
 const RootPath = "/"
+
+// AppendSequentialSuffix appends the suffix ZooKeeper gives the seq-th
+// sequential child: Java's String.format("%010d"), ten digits zero-padded
+// after the sign, so a counter that wrapped past 2^31-1 reads
+// "-000000005" as ZooKeeper's does.
+func AppendSequentialSuffix(b []byte, seq int32) []byte {
+	return fmt.Appendf(b, "%010d", seq)
+}

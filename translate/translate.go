@@ -35,7 +35,6 @@
 package translate
 
 import (
-	"fmt"
 	"strconv"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -161,7 +160,7 @@ const sequentialDigits = 10
 // SequentialName is the name ZooKeeper gives the seq-th sequential child
 // created with the given prefix.
 func SequentialName(prefix string, seq int32) string {
-	return fmt.Sprintf("%s%0*d", prefix, sequentialDigits, seq)
+	return string(core.AppendSequentialSuffix([]byte(prefix), seq))
 }
 
 // ParseSequential splits a sequential node's name into its prefix and

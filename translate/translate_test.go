@@ -167,10 +167,17 @@ func TestSequentialNames(t *testing.T) {
 		{"lock-", 7, "lock-0000000007"},
 		{"", 42, "0000000042"},
 		{"x", 2147483647, "x2147483647"},
+		// A counter past 2^31-1 wraps; Java's String.format("%010d")
+		// pads after the sign (checked against a JVM).
+		{"x", -5, "x-000000005"},
+		{"x", -2147483648, "x-2147483648"},
 	}
 	for _, c := range cases {
 		if got := SequentialName(c.prefix, c.seq); got != c.name {
 			t.Errorf("SequentialName(%q, %d) = %q, want %q", c.prefix, c.seq, got, c.name)
+		}
+		if c.seq < 0 {
+			continue // ParseSequential takes only the names of an unwrapped counter
 		}
 		p, s, ok := ParseSequential(c.name)
 		if !ok || p != c.prefix || s != c.seq {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/januskv/janus/core"
+	"github.com/januskv/janus/translate"
 	"github.com/januskv/janus/zkapi/jute"
 )
 
@@ -398,7 +399,7 @@ func (c *conn) createSession(ctx context.Context, timeoutMs int32) (*session, er
 		return nil, fmt.Errorf("session password: %w", err)
 	}
 	id := c.srv.backend.Leases().NewID()
-	ttl := (int64(timeoutMs) + 999) / 1000
+	ttl := translate.LeaseTTL(timeoutMs)
 	op := &core.Op{LeaseGrant: &core.LeaseGrant{ID: id, TTL: ttl, Session: &core.Session{TimeoutMs: timeoutMs, Password: password}}}
 	for wait := 20 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
 		res, err := c.srv.backend.Propose(ctx, op)
