@@ -155,3 +155,57 @@ func TestSnapshotRestoreFromZooKeeperDataDir(t *testing.T) {
 		t.Errorf("next sequential node %q (%v), want %q", name, err, wantName)
 	}
 }
+
+// TestZooKeeperSessionResumesAfterARestore: a client of a ZooKeeper that
+// is stopped and restored into Janus at the same address reconnects with
+// its session ID and password and carries on in the same session, its
+// ephemerals still its own: ZooKeeper derives passwords from session IDs,
+// and the restore derives them the same way.
+func TestZooKeeperSessionResumesAfterARestore(t *testing.T) {
+	ref := testenv.StartZooKeeper(t, testenv.ZKOptions{})
+	c, events := janustest.ZKClient(t, ref.Addr, 40*time.Second)
+	open := zk.WorldACL(zk.PermAll)
+	if _, err := c.Create("/eph", []byte("mine"), zk.FlagEphemeral, open); err != nil {
+		t.Fatal(err)
+	}
+	sid := c.SessionID()
+	ref.Stop()
+
+	dir := filepath.Join(t.TempDir(), "restored")
+	restoreSnapshot(t, "--from-zk-datadir", ref.DataDir, "--data-dir", dir)
+	j := startInProcess(t, dir, "--zk-listen", ref.Addr)
+
+	// The client keeps dialling the address it knows.
+	deadline := time.After(time.Minute)
+	for resumed := false; !resumed; {
+		select {
+		case ev := <-events:
+			switch ev.State {
+			case zk.StateExpired:
+				t.Fatal("Janus told the moved client its session expired")
+			case zk.StateHasSession:
+				resumed = true
+			}
+		case <-deadline:
+			t.Fatal("the client did not reconnect to Janus")
+		}
+	}
+	if c.SessionID() != sid {
+		t.Fatalf("session %#x after the move, want %#x", c.SessionID(), sid)
+	}
+	_, stat, err := c.Get("/eph")
+	if err != nil || stat.EphemeralOwner != sid {
+		t.Fatalf("/eph after the move: %+v, %v; want it owned by %#x", stat, err, sid)
+	}
+	if _, err := c.Create("/eph2", nil, zk.FlagEphemeral, open); err != nil {
+		t.Fatalf("the resumed session cannot create: %v", err)
+	}
+	// Closing the resumed session ends its ephemerals, old and new.
+	c.Close()
+	other, _ := janustest.ZKClient(t, j.ZK, 10*time.Second)
+	for _, p := range []string{"/eph", "/eph2"} {
+		if ok, _, err := other.Exists(p); err != nil || ok {
+			t.Errorf("%s after the session closed: exists %v (%v)", p, ok, err)
+		}
+	}
+}

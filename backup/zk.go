@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/januskv/janus/core"
+	"github.com/januskv/janus/translate"
 )
 
 // A ZooKeeper 3.8 data directory (version-2/) holds fuzzy snapshots
@@ -594,9 +595,8 @@ func (t *zkTree) state() (*core.Batch, error) {
 	slices.Sort(ids)
 	for _, id := range ids {
 		ms := t.sessions[id]
-		ttl := (int64(ms) + 999) / 1000
 		state.Leases = append(state.Leases, core.LeaseWrite{ID: id, Lease: &core.Lease{
-			ID: id, TTL: ttl, Session: &core.Session{TimeoutMs: ms, Password: []byte{}},
+			ID: id, TTL: translate.LeaseTTL(ms), Session: &core.Session{TimeoutMs: ms, Password: zkSessionPassword(id)},
 		}})
 	}
 	state.Dirs, state.Children = buildTree(nodes, dirs)
