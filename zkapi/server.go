@@ -270,7 +270,12 @@ func (s *Server) followOnce() error {
 		return fmt.Errorf("read latest revision: %w", err)
 	}
 	rev := v.Rev()
-	err = s.digest.reset(v, rev)
+	// The digest costs a walk of the whole tree before the face serves,
+	// and a hash per event: only a member that answers hash keeps one.
+	digesting := s.allowed("hash")
+	if digesting {
+		err = s.digest.reset(v, rev)
+	}
 	v.Close()
 	if err != nil {
 		return err
@@ -289,7 +294,9 @@ func (s *Server) followOnce() error {
 				return fmt.Errorf("subscription closed: %w", sub.Err())
 			}
 			s.reapable.observe(re.Events)
-			s.digest.apply(re)
+			if digesting {
+				s.digest.apply(re)
+			}
 			s.watches.dispatch(re, s.aclAt(re))
 		case <-s.ctx.Done():
 			return s.ctx.Err()
