@@ -432,7 +432,7 @@ func (h history) Events(from, to int64) ([]core.RevEvents, error) {
 	}
 	out := make([]core.RevEvents, len(evs))
 	for i, e := range evs {
-		out[i] = core.RevEvents{Rev: e.Rev, Events: e.Events}
+		out[i] = core.RevEvents{Rev: e.Rev, Events: e.Events, Origin: e.Origin}
 	}
 	return out, nil
 }

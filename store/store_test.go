@@ -27,8 +27,9 @@ type harness struct {
 	keys [][]byte // every node key ever written
 	// at holds, per revision, the MemState's digest (over dirs[:ndirs]) and
 	// node records after the last entry at that revision.
-	at     map[int64]revRecord
-	events map[int64][]core.Event
+	at      map[int64]revRecord
+	events  map[int64][]core.Event
+	origins map[int64]core.Origin // the Origin of each revision's op
 }
 
 type revRecord struct {
@@ -43,7 +44,7 @@ func newHarness(t testing.TB, seed uint64) *harness {
 	h := &harness{
 		t: t, dir: dir, cfg: Config{Dir: dir, MemTableSize: 1 << 20, BlockCacheSize: 1 << 20},
 		mem: core.NewMemState(), rng: rand.New(rand.NewPCG(seed, 7)),
-		seen: map[string]bool{}, at: map[int64]revRecord{}, events: map[int64][]core.Event{},
+		seen: map[string]bool{}, at: map[int64]revRecord{}, events: map[int64][]core.Event{}, origins: map[int64]core.Origin{},
 	}
 	h.gen = newEntryGen(seed, h.mem)
 	h.open()
@@ -124,6 +125,7 @@ func (h *harness) generateFrom(n int, next func() core.Entry) ([]core.Entry, []*
 		h.record(b.Rev)
 		if b.Changed {
 			h.events[b.Rev] = b.Events
+			h.origins[b.Rev] = b.Origin
 		}
 		entries, results, batches = append(entries, e), append(results, res), append(batches, b)
 	}
@@ -318,6 +320,9 @@ func (h *harness) checkEvents() {
 		rev := from + int64(i)
 		if re.Rev != rev {
 			h.t.Fatalf("Events(%d, %d)[%d] is rev %d", from, to, i, re.Rev)
+		}
+		if re.Origin != h.origins[rev] {
+			h.t.Fatalf("rev %d: origin %v, want %v", rev, re.Origin, h.origins[rev])
 		}
 		want := h.events[rev]
 		if len(re.Events) != len(want) {
