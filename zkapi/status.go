@@ -355,3 +355,7 @@ func alarmList(alarms []core.Alarm) string {
 // Monitor returns mntr's key-value pairs, for the metrics exporter: what
 // Prometheus scrapes is what mntr prints.
 func (s *Server) Monitor() ([][2]string, error) { return s.mntr() }
+
+// CrossProtocolEvents returns how many watch notifications this member has
+// sent ZooKeeper clients for changes etcd clients wrote.
+func (s *Server) CrossProtocolEvents() uint64 { return s.watches.fromEtcd.Load() }

@@ -93,6 +93,8 @@ var (
 		"On the leader: log entries each member has not yet acknowledged.", []string{"To"}, nil)
 	descEpoch = prometheus.NewDesc("janus_zab_epoch",
 		"The Zab epoch this member follows or leads (etcd's raft term).", nil, nil)
+	descWrites = prometheus.NewDesc("janus_server_writes_applied_total",
+		"Applied entries that changed the state (each made a revision), by the face that proposed them: etcd, zookeeper, member (its own: expired leases and sessions), unknown (logged before origins were kept).", []string{"origin"}, nil)
 )
 
 type memberCollector struct {
@@ -124,6 +126,9 @@ func (c *memberCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descPending, float64(rep.LastIndex-min(rep.LastIndex, rep.AppliedIndex)))
 	counter(descFailed, float64(counts.ProposalsFailed))
 	counter(descSlowApply, float64(counts.SlowApplies))
+	for o, n := range counts.Writes {
+		ch <- prometheus.MustNewConstMetric(descWrites, prometheus.CounterValue, float64(n), core.Origin(o).String())
+	}
 	gauge(descServerID, 1, strconv.FormatUint(st.MemberID, 16))
 	if st.QuotaBytes > 0 { // none when the quota is off
 		gauge(descQuota, float64(st.QuotaBytes))
