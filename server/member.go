@@ -529,6 +529,16 @@ func (m *Member) Rev() (int64, error) {
 	return ref.st.Rev(), nil
 }
 
+// Census implements core.Backend: the store keeps the counts as it
+// applies, so monitoring reads them without walking the state.
+func (m *Member) Census() (core.Census, error) {
+	if err := m.readable(); err != nil {
+		return core.Census{}, fmt.Errorf("census: %w", err)
+	}
+	ref, _ := m.current()
+	return ref.st.Census(), nil
+}
+
 // Read implements core.Backend: the local replica's state, which a
 // follower may hold a little behind the leader (Linearize first for a
 // linearizable read).

@@ -30,6 +30,8 @@ type harness struct {
 	at      map[int64]revRecord
 	events  map[int64][]core.Event
 	origins map[int64]core.Origin // the Origin of each revision's op
+	// peak holds the largest of each census count checkLatest saw.
+	peak core.Census
 }
 
 type revRecord struct {
@@ -187,6 +189,17 @@ func (h *harness) checkLatest() {
 	if core.HashView(v, h.dirs) != core.HashView(h.mem, h.dirs) {
 		h.t.Fatalf("state digest differs at rev %d", meta.Rev)
 	}
+	// The census the store keeps as it applies is what a walk counts.
+	want, err := core.CountCensus(h.mem)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if got := h.s.Census(); got != want {
+		h.t.Fatalf("census at index %d: kept %+v, a walk counts %+v", h.s.AppliedIndex(), got, want)
+	}
+	h.peak = core.Census{Keys: max(h.peak.Keys, want.Keys), Znodes: max(h.peak.Znodes, want.Znodes),
+		Ephemerals: max(h.peak.Ephemerals, want.Ephemerals), DataBytes: max(h.peak.DataBytes, want.DataBytes),
+		Leases: max(h.peak.Leases, want.Leases), Sessions: max(h.peak.Sessions, want.Sessions)}
 	var live [][]byte
 	for _, p := range h.dirs {
 		if d, _ := h.mem.Dir(p); d != nil {
@@ -387,6 +400,10 @@ func TestDifferential(t *testing.T) {
 			if h.meta().CompactRev < 50 {
 				t.Fatalf("compact rev only reached %d; the generator should compact more", h.meta().CompactRev)
 			}
+			if p := h.peak; p.Ephemerals == 0 || p.Sessions == 0 || p.Znodes == 0 {
+				t.Fatalf("census peaks %+v: the generator should make znodes, ephemerals and sessions", p)
+			}
+			t.Logf("census peaks: %+v; at the end: %+v", h.peak, h.s.Census())
 		})
 	}
 }
