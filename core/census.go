@@ -40,9 +40,17 @@ func (c *Census) AddNode(n *Node, sign int64) {
 	}
 	c.Znodes += sign
 	c.DataBytes += sign * int64(len(n.Key)+len(n.Value))
-	if n.Lease != 0 && n.Mode == ModePersistent {
+	if IsEphemeralZnode(n) {
 		c.Ephemerals += sign
 	}
+}
+
+// IsEphemeralZnode reports whether a stored node is what ZooKeeper counts
+// as an ephemeral: a znode (not the root nor a system node) attached to a
+// lease or session.
+func IsEphemeralZnode(n *Node) bool {
+	return IsTreePath(n.Key) && string(n.Key) != RootPath && !IsSystemPath(n.Key) &&
+		n.Lease != 0 && n.Mode == ModePersistent
 }
 
 // AddLease counts a lease in (sign 1) or out (sign -1); nil counts as
@@ -67,7 +75,8 @@ func (c Census) Plus(d Census) Census {
 
 // ZnodeCount is ZooKeeper's znode_count: the stored znodes, the root, the
 // system nodes whether stored or not, and the node ZooKeeper's DataTree
-// keeps at "" as the root's alias.
+// keeps at "" as the root's alias (its count includes both: a fresh
+// ZooKeeper reports 5 nodes and 44 bytes).
 func (c Census) ZnodeCount() int64 { return c.Znodes + 2 + int64(len(systemPaths)) }
 
 // DataSize is ZooKeeper's approximate_data_size: DataBytes, the system

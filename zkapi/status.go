@@ -52,7 +52,7 @@ func (s *Server) ephemeralOwners() (map[int64][]string, error) {
 	defer v.Close()
 	owners := map[int64][]string{}
 	err = v.Range([]byte("/"), []byte("0"), func(n *core.Node) bool {
-		if core.IsTreePath(n.Key) && !core.IsSystemPath(n.Key) && n.Lease != 0 && n.Mode == core.ModePersistent {
+		if core.IsEphemeralZnode(n) {
 			owners[n.Lease] = append(owners[n.Lease], string(n.Key))
 		}
 		return true
