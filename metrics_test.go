@@ -302,6 +302,13 @@ func TestMetricsNameAndMove(t *testing.T) {
 		{"janus_server_apply_duration_seconds", grew("janus_server_apply_duration_seconds", 1)},
 		{"janus_leases", is("janus_leases", eq(2), "2 (the etcd lease and the ZooKeeper session)")},
 		{"janus_server_stopped", is("janus_server_stopped", eq(0), "0")},
+		// Revisions by the face that made them: the puts, the txn, the
+		// leased put and the watched put; ZooKeeper's two creates.
+		{"janus_server_writes_applied_total etcd", grew("janus_server_writes_applied_total", puts+3, "origin", "etcd")},
+		{"janus_server_writes_applied_total zookeeper", grew("janus_server_writes_applied_total", 2, "origin", "zookeeper")},
+		// No watcher of one face saw the other's writes here (see
+		// TestCrossProtocolEventsMetric for when one does).
+		{"janus_cross_protocol_events_total", is("janus_cross_protocol_events_total", eq(0), "0", "from", "etcd")},
 		{"janus_zab_follower_lag_entries", func() error {
 			f, ok := after["janus_zab_follower_lag_entries"]
 			if !ok || len(f.GetMetric()) != 2 {
