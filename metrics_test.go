@@ -302,6 +302,13 @@ func TestMetricsNameAndMove(t *testing.T) {
 		{"janus_server_apply_duration_seconds", grew("janus_server_apply_duration_seconds", 1)},
 		{"janus_leases", is("janus_leases", eq(2), "2 (the etcd lease and the ZooKeeper session)")},
 		{"janus_server_stopped", is("janus_server_stopped", eq(0), "0")},
+		// Revisions by the face that made them: the puts, the txn, the
+		// leased put and the watched put; ZooKeeper's two creates.
+		{"janus_server_writes_applied_total etcd", grew("janus_server_writes_applied_total", puts+3, "origin", "etcd")},
+		{"janus_server_writes_applied_total zookeeper", grew("janus_server_writes_applied_total", 2, "origin", "zookeeper")},
+		// No watcher of one face saw the other's writes here (see
+		// TestCrossProtocolEventsMetric for when one does).
+		{"janus_cross_protocol_events_total", is("janus_cross_protocol_events_total", eq(0), "0", "from", "etcd")},
 		{"janus_zab_follower_lag_entries", func() error {
 			f, ok := after["janus_zab_follower_lag_entries"]
 			if !ok || len(f.GetMetric()) != 2 {
@@ -403,3 +410,122 @@ func dashboardMetrics(t *testing.T, path string) []string {
 }
 
 var metricRef = regexp.MustCompile(`([a-zA-Z_:][a-zA-Z0-9_:]*)\{`)
+
+// TestCrossProtocolEventsMetric writes through each face with a real
+// client while a real client of the other face watches, and reads the
+// crossing from /metrics: a write the same face watches does not count.
+func TestCrossProtocolEventsMetric(t *testing.T) {
+	a := startMember(t, 1, "")
+	url := "http://" + a.HTTP + "/metrics"
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{a.Etcd}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	conn, _, err := zk.Connect([]string{a.ZK}, 10*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	const toZK, toEtcd = "etcd", "zookeeper" // the from label of each direction
+	crossed := func(from string) float64 {
+		v, ok := value(scrape(t, url), "janus_cross_protocol_events_total", "from", from)
+		if !ok {
+			t.Fatalf("no janus_cross_protocol_events_total{from=%q}", from)
+		}
+		return v
+	}
+	// waitCrossed waits until the counter reads want, which it does once
+	// the face has counted what its client already received; then it must
+	// stay there.
+	waitCrossed := func(from string, want float64) {
+		t.Helper()
+		got := crossed(from)
+		for deadline := time.Now().Add(20 * time.Second); got < want && time.Now().Before(deadline); got = crossed(from) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if got != want {
+			t.Fatalf("janus_cross_protocol_events_total{from=%q} = %v, want %v", from, got, want)
+		}
+	}
+	waitCrossed(toZK, 0)
+	waitCrossed(toEtcd, 0)
+
+	// etcd writes, a ZooKeeper watcher fires: +1 from etcd to ZooKeeper.
+	_, _, zw, err := conn.ExistsW("/cross/from-etcd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, "/cross/from-etcd", "x"); err != nil {
+		t.Fatal(err)
+	}
+	if ev := <-zw; ev.Type != zk.EventNodeCreated || ev.Path != "/cross/from-etcd" {
+		t.Fatalf("ZooKeeper watch: %+v", ev)
+	}
+	waitCrossed(toZK, 1)
+
+	// ZooKeeper writes, an etcd watcher receives it: +1 from ZooKeeper to
+	// etcd.
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	wch := cli.Watch(wctx, "/cross/from-zk", clientv3.WithCreatedNotify())
+	<-wch // the watcher is registered
+	if _, err := conn.Create("/cross/from-zk", []byte("z"), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	if wr := <-wch; len(wr.Events) != 1 || string(wr.Events[0].Kv.Key) != "/cross/from-zk" {
+		t.Fatalf("etcd watch: %+v", wr)
+	}
+	waitCrossed(toEtcd, 1)
+
+	// Each face watching its own clients' writes crosses nothing.
+	if _, err := cli.Put(ctx, "/cross/from-zk", "etcd"); err != nil {
+		t.Fatal(err)
+	}
+	if wr := <-wch; len(wr.Events) != 1 {
+		t.Fatalf("etcd watch: %+v", wr)
+	}
+	_, _, zw, err = conn.GetW("/cross/from-etcd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Set("/cross/from-etcd", []byte("zk"), -1); err != nil {
+		t.Fatal(err)
+	}
+	if ev := <-zw; ev.Type != zk.EventNodeDataChanged {
+		t.Fatalf("ZooKeeper watch: %+v", ev)
+	}
+	waitCrossed(toZK, 1)
+	waitCrossed(toEtcd, 1)
+	// Crossing again counts again, after the same-face writes before it.
+	if _, err := conn.Set("/cross/from-zk", []byte("z2"), -1); err != nil {
+		t.Fatal(err)
+	}
+	if wr := <-wch; len(wr.Events) != 1 {
+		t.Fatalf("etcd watch: %+v", wr)
+	}
+	waitCrossed(toEtcd, 2)
+
+	// A watcher replaying history (from revision 1, read back from the
+	// store) knows each event's origin too: the create and the set came
+	// from ZooKeeper, the put between them from etcd.
+	hist := cli.Watch(wctx, "/cross/from-zk", clientv3.WithRev(1))
+	for n := 0; n < 3; {
+		wr := <-hist
+		if err := wr.Err(); err != nil {
+			t.Fatal(err)
+		}
+		n += len(wr.Events)
+	}
+	waitCrossed(toEtcd, 4)
+
+	// Every member counts the writes each face proposed.
+	fams := scrape(t, url)
+	for origin, atLeast := range map[string]float64{"etcd": 2, "zookeeper": 2} {
+		if v, _ := value(fams, "janus_server_writes_applied_total", "origin", origin); v < atLeast {
+			t.Errorf("janus_server_writes_applied_total{origin=%q} = %v, want >= %v", origin, v, atLeast)
+		}
+	}
+}

@@ -187,6 +187,7 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 	reg.WatchMember(member, metrics.MemberOptions{Version: etcdapi.DefaultVersion})
 	reg.WatchZooKeeper(n.zk)
 	reg.WatchEtcdWatches(n.etcd.WatchStats)
+	reg.WatchCrossProtocol(n.etcd.CrossProtocolEvents, n.zk.CrossProtocolEvents)
 	mux := http.NewServeMux()
 	health.register(mux)
 	mux.Handle("/metrics", reg.Handler())

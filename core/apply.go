@@ -59,7 +59,7 @@ func Apply(ov *Overlay, e *Entry) (*Result, *Batch, error) {
 	if res.Err == nil {
 		res = a.checkStored(res)
 	}
-	b := &Batch{Index: e.Index, Time: e.Time, Rev: meta.Rev}
+	b := &Batch{Index: e.Index, Time: e.Time, Rev: meta.Rev, Origin: e.Op.Origin}
 	if res.Err != nil {
 		ov.Rollback()
 		res.Rev = meta.Rev

@@ -21,6 +21,10 @@ type Backend interface {
 	// show, without opening a view; it fails when Read would (ErrCorrupt,
 	// ErrStopped).
 	Rev() (int64, error)
+	// Census returns the counts of the latest applied state (keys, znodes,
+	// ephemerals, leases, sessions), kept as entries apply rather than
+	// counted by a walk; it fails when Read would.
+	Census() (Census, error)
 	// Linearize returns once the local replica has applied every write
 	// committed before the call: a linearizable etcd read or ZooKeeper's
 	// sync runs it first.

@@ -77,6 +77,8 @@ type Batch struct {
 	Compact int64
 	// Events in op order; all at Rev.
 	Events []Event
+	// Origin is the entry's op's Origin, for the watchers of Events.
+	Origin Origin
 	// EventBytes bounds the size of the event record the store keeps for
 	// Events; Apply refuses an entry for which it passes MaxRecordBytes.
 	EventBytes int

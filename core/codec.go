@@ -458,14 +458,27 @@ func EncodeOp(op *Op) []byte {
 	default:
 		e.byte(0)
 	}
-	// The auth check trails the op, only when there is one, so ops logged
-	// before it existed decode unchanged.
-	if c := op.AuthCheck; c != nil {
+	// The auth check and then the origin trail the op, each written only
+	// when it or a later one is there, so ops logged before either existed
+	// decode unchanged. An origin without an auth check writes the check's
+	// place as absent (see noAuthCheck).
+	switch c := op.AuthCheck; {
+	case c != nil:
 		e.u(c.Rev)
 		e.bool(c.Enabled)
+	case op.Origin != OriginUnknown:
+		e.u(0)
+		e.byte(noAuthCheck)
+	}
+	if op.Origin != OriginUnknown {
+		e.byte(byte(op.Origin))
 	}
 	return e.b
 }
+
+// noAuthCheck stands where an auth check's Enabled flag (0 or 1) would be,
+// to say there is none: written only when an origin follows.
+const noAuthCheck = 2
 
 // LogEntry decodes a logged op into the Entry Apply takes. A record that
 // does not decode is no reason to stop a member: every member reads the
@@ -518,7 +531,17 @@ func DecodeOp(b []byte) (*Op, error) {
 		d.fail()
 	}
 	if d.err == nil && len(d.b) > 0 {
-		op.AuthCheck = &AuthCheck{Rev: d.u(), Enabled: d.bool()}
+		rev := d.u()
+		switch enabled := d.byte(); enabled {
+		case 0, 1:
+			op.AuthCheck = &AuthCheck{Rev: rev, Enabled: enabled == 1}
+		case noAuthCheck:
+		default:
+			d.fail()
+		}
+	}
+	if d.err == nil && len(d.b) > 0 {
+		op.Origin = Origin(d.byte())
 	}
 	return op, d.finish("op")
 }

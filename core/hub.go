@@ -10,6 +10,9 @@ import (
 type RevEvents struct {
 	Rev    int64
 	Events []Event
+	// Origin is the face whose op made the revision (OriginUnknown for
+	// one the store recorded before origins were kept).
+	Origin Origin
 }
 
 // History replays committed events from durable storage.
@@ -171,7 +174,7 @@ func (h *Hub) Publish(batches []*Batch) {
 			continue
 		}
 		h.rev = b.Rev
-		re := RevEvents{Rev: b.Rev, Events: b.Events}
+		re := RevEvents{Rev: b.Rev, Events: b.Events, Origin: b.Origin}
 		for s := range h.live {
 			if s.next > b.Rev {
 				continue

@@ -23,6 +23,40 @@ type Op struct {
 	// the face checked the op's permissions against (nil: unchecked, as
 	// for ZooKeeper requests and the member's own ops).
 	AuthCheck *AuthCheck
+
+	// Origin says which face proposed the op. It is metadata: Apply
+	// carries it to the op's Batch and events, and decides nothing by it.
+	Origin Origin
+}
+
+// Origin names where a logged op came from, so that a watcher's delivery
+// can tell whether the change crossed from one protocol to the other.
+type Origin uint8
+
+const (
+	// OriginUnknown is an op logged before origins were recorded.
+	OriginUnknown Origin = iota
+	// OriginEtcd is an etcd client's request.
+	OriginEtcd
+	// OriginZooKeeper is a ZooKeeper client's request, or the ZooKeeper
+	// face's own (closing a session, reaping containers and TTL nodes).
+	OriginZooKeeper
+	// OriginMember is the member's own op: a lease or session that
+	// expired, a compaction it scheduled, a corruption check, an alarm.
+	OriginMember
+)
+
+// String is the origin's name as metric labels use it.
+func (o Origin) String() string {
+	switch o {
+	case OriginEtcd:
+		return "etcd"
+	case OriginZooKeeper:
+		return "zookeeper"
+	case OriginMember:
+		return "member"
+	}
+	return "unknown"
 }
 
 // HashCheck marks a point in the log where every member hashes its state

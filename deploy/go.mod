@@ -3,6 +3,7 @@ module github.com/januskv/janus/deploy
 go 1.26.0
 
 require (
+	github.com/go-zookeeper/zk v1.0.4
 	github.com/google/go-containerregistry v0.22.1
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2

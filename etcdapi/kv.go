@@ -414,12 +414,14 @@ func (k *kvServer) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.Co
 	return &pb.CompactionResponse{Header: k.s.header(res.Rev)}, nil
 }
 
-// propose orders op through the log and turns a refusal into etcd's error.
-// An op over a storage limit is refused before it is proposed.
+// propose orders op through the log, as the etcd face's, and turns a
+// refusal into etcd's error. An op over a storage limit is refused before
+// it is proposed.
 func (s *Server) propose(ctx context.Context, op *core.Op) (*core.Result, error) {
 	if err := core.CheckOp(op); err != nil {
 		return nil, grpcError(err)
 	}
+	op.Origin = core.OriginEtcd
 	res, err := s.b.Propose(ctx, op)
 	if err != nil {
 		return nil, grpcError(err)

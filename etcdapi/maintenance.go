@@ -110,7 +110,7 @@ func (m *maintenanceServer) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.
 		if r.Alarm != pb.AlarmType_NOSPACE && r.Alarm != pb.AlarmType_CORRUPT {
 			break // etcd changes nothing for an unknown alarm
 		}
-		res, err := m.s.b.Propose(ctx, &core.Op{Alarm: &core.AlarmChange{Activate: activate, Alarm: want}, AuthCheck: c.check()})
+		res, err := m.s.b.Propose(ctx, &core.Op{Alarm: &core.AlarmChange{Activate: activate, Alarm: want}, AuthCheck: c.check(), Origin: core.OriginEtcd})
 		if err == nil {
 			err = res.Err
 		}

@@ -503,6 +503,9 @@ func (w *watcher) deliver(re core.RevEvents) bool {
 			return false
 		}
 		w.ws.s.watchStats.events.Add(uint64(len(events)))
+		if re.Origin == core.OriginZooKeeper {
+			w.ws.s.watchStats.fromZooKeeper.Add(uint64(len(events)))
+		}
 		w.sentEvents = true
 	}
 	w.ws.mu.Lock()
@@ -538,6 +541,9 @@ func (w *watcher) fail(err error) {
 type watchStats struct {
 	streams, watchers atomic.Int64
 	events            atomic.Uint64
+	// fromZooKeeper counts the events sent that ZooKeeper clients wrote:
+	// the changes that crossed from the ZooKeeper face to this one.
+	fromZooKeeper atomic.Uint64
 }
 
 // WatchStats returns how many watch streams and watchers are open and how
@@ -545,3 +551,7 @@ type watchStats struct {
 func (s *Server) WatchStats() (streams, watchers int64, events uint64) {
 	return s.watchStats.streams.Load(), s.watchStats.watchers.Load(), s.watchStats.events.Load()
 }
+
+// CrossProtocolEvents returns how many events this member has sent to etcd
+// watchers that ZooKeeper clients wrote.
+func (s *Server) CrossProtocolEvents() uint64 { return s.watchStats.fromZooKeeper.Load() }

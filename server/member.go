@@ -381,6 +381,11 @@ func (s *stateMachine) ApplyWhen(entries []zab.Entry, durable func() error) ([]a
 			m.counts.slowApplies.Add(1)
 		}
 		durable = nil // it covered every entry handed over
+		for _, b := range batches {
+			if b.Changed && int(b.Origin) < len(m.counts.writes) {
+				m.counts.writes[b.Origin].Add(1)
+			}
+		}
 		hub.Publish(batches)
 		m.lessor.observe(seg, results)
 		if slices.ContainsFunc(seg, func(e core.Entry) bool { return e.Op.Alarm != nil || e.Op.Auth != nil }) {
@@ -432,7 +437,7 @@ func (h history) Events(from, to int64) ([]core.RevEvents, error) {
 	}
 	out := make([]core.RevEvents, len(evs))
 	for i, e := range evs {
-		out[i] = core.RevEvents{Rev: e.Rev, Events: e.Events}
+		out[i] = core.RevEvents{Rev: e.Rev, Events: e.Events, Origin: e.Origin}
 	}
 	return out, nil
 }
@@ -465,13 +470,20 @@ func (m *Member) Propose(ctx context.Context, op *core.Op) (*core.Result, error)
 	if err := m.refuseIfFull(op); err != nil {
 		return nil, err
 	}
-	return m.propose(ctx, op)
+	return m.proposeLogged(ctx, op)
 }
 
 // propose is Propose for the member's own ops (lease expiry, corruption
 // checks), which a member refusing clients still makes: they do not come
-// from its damaged state.
+// from its damaged state. They are logged as OriginMember.
 func (m *Member) propose(ctx context.Context, op *core.Op) (*core.Result, error) {
+	own := *op
+	own.Origin = core.OriginMember
+	return m.proposeLogged(ctx, &own)
+}
+
+// proposeLogged puts op in the log as it is and waits for its result.
+func (m *Member) proposeLogged(ctx context.Context, op *core.Op) (*core.Result, error) {
 	r, err := m.zab.Propose(ctx, core.EncodeOp(op))
 	if err != nil {
 		m.counts.proposalsFailed.Add(1)
@@ -482,9 +494,11 @@ func (m *Member) propose(ctx context.Context, op *core.Op) (*core.Result, error)
 
 // proposeAsLeader proposes op only while this member leads in epoch (see
 // zab's SubmitAsLeader): for decisions that one leadership's own clock
-// made.
+// made. They are the member's own ops, logged as OriginMember.
 func (m *Member) proposeAsLeader(ctx context.Context, epoch uint32, op *core.Op) (*core.Result, error) {
-	p, err := m.zab.SubmitAsLeader(ctx, epoch, core.EncodeOp(op))
+	own := *op
+	own.Origin = core.OriginMember
+	p, err := m.zab.SubmitAsLeader(ctx, epoch, core.EncodeOp(&own))
 	if err != nil {
 		m.counts.proposalsFailed.Add(1)
 		return nil, clusterErr("propose as leader", err)
@@ -513,6 +527,16 @@ func (m *Member) Rev() (int64, error) {
 	}
 	ref, _ := m.current()
 	return ref.st.Rev(), nil
+}
+
+// Census implements core.Backend: the store keeps the counts as it
+// applies, so monitoring reads them without walking the state.
+func (m *Member) Census() (core.Census, error) {
+	if err := m.readable(); err != nil {
+		return core.Census{}, fmt.Errorf("census: %w", err)
+	}
+	ref, _ := m.current()
+	return ref.st.Census(), nil
 }
 
 // Read implements core.Backend: the local replica's state, which a

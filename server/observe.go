@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/januskv/janus/core"
 	"github.com/januskv/janus/zab"
 )
 
@@ -30,19 +31,31 @@ type Counters struct {
 	// SlowApplies counts groups whose apply took longer than 100 ms (each
 	// logged as etcd's "apply request took too long").
 	SlowApplies uint64
+	// Writes counts the applied entries that changed the state (each made
+	// a revision), by the Origin of their op: every member counts the
+	// same entries, whichever member the client wrote through.
+	Writes [numOrigins]uint64
 }
+
+// numOrigins is how many core.Origin values there are.
+const numOrigins = int(core.OriginMember) + 1
 
 type counters struct {
 	proposalsFailed atomic.Uint64
 	slowApplies     atomic.Uint64
+	writes          [numOrigins]atomic.Uint64
 }
 
 // Counters returns the member's running totals.
 func (m *Member) Counters() Counters {
-	return Counters{
+	c := Counters{
 		ProposalsFailed: m.counts.proposalsFailed.Load(),
 		SlowApplies:     m.counts.slowApplies.Load(),
 	}
+	for o := range c.Writes {
+		c.Writes[o] = m.counts.writes[o].Load()
+	}
+	return c
 }
 
 // Replication returns the replication layer's own status: log positions,

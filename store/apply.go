@@ -93,6 +93,10 @@ type groupWrites struct {
 	// nodes holds every node the group wrote so far, with its encoding
 	// (nil node and encoding for a delete): the state later entries see.
 	nodes map[string]baseNode
+	// leases holds every lease the group wrote so far (nil: revoked).
+	leases map[int64]*core.Lease
+	// census is how the group changes the state's counts.
+	census core.Census
 	// revIndex maps the revisions the group created to their entries.
 	revIndex map[int64]uint64
 	// lastMeta is the position in batches of the last batch that changed
@@ -150,7 +154,7 @@ func (s *Store) ApplyWhen(entries []core.Entry, ready func() error) ([]*core.Res
 	}
 	defer base.txn.Discard()
 	ov := core.NewOverlay(base)
-	g := &groupWrites{nodes: map[string]baseNode{}, revIndex: map[int64]uint64{}, lastMeta: -1, lastDir: map[string]int{}}
+	g := &groupWrites{nodes: map[string]baseNode{}, leases: map[int64]*core.Lease{}, revIndex: map[int64]uint64{}, lastMeta: -1, lastDir: map[string]int{}}
 	results := make([]*core.Result, 0, len(entries))
 	last := st.applied
 	for i := range entries {
@@ -198,7 +202,7 @@ func (s *Store) ApplyWhen(entries []core.Entry, ready func() error) ([]*core.Res
 		}
 		s.hist.advance(readFloor, eventFloor, want)
 	}
-	s.state.Store(&published{applied: last, rev: meta.Rev, compactRev: meta.CompactRev})
+	s.state.Store(&published{applied: last, rev: meta.Rev, compactRev: meta.CompactRev, census: st.census.Plus(g.census)})
 	return results, g.batches, nil
 }
 
@@ -246,7 +250,29 @@ func (g *groupWrites) add(b *core.Batch, base *applyBase) error {
 		g.revIndex[b.Rev] = b.Index
 	}
 	for i, w := range b.Nodes {
+		before, ok := g.nodes[string(w.Key)]
+		if !ok {
+			n, err := base.Node(w.Key)
+			if err != nil {
+				return fmt.Errorf("store: read %q before entry %d: %w", w.Key, b.Index, err)
+			}
+			before.node = n
+		}
+		g.census.AddNode(before.node, -1)
+		g.census.AddNode(w.Node, 1)
 		g.nodes[string(w.Key)] = baseNode{enc: encs[i], node: w.Node}
+	}
+	for _, w := range b.Leases {
+		before, ok := g.leases[w.ID]
+		if !ok {
+			var err error
+			if before, err = base.Lease(w.ID); err != nil {
+				return fmt.Errorf("store: read lease %d before entry %d: %w", w.ID, b.Index, err)
+			}
+		}
+		g.census.AddLease(before, -1)
+		g.census.AddLease(w.Lease, 1)
+		g.leases[w.ID] = w.Lease
 	}
 	start = len(g.encAll)
 	for _, w := range b.Dirs {

@@ -51,6 +51,8 @@ const (
 type RevEvents struct {
 	Rev    int64
 	Events []core.Event
+	// Origin is the face whose op made the revision.
+	Origin core.Origin
 }
 
 // eventRecorder builds the event record of one entry, checking each event
@@ -65,7 +67,7 @@ type eventRecorder struct {
 }
 
 func (r *eventRecorder) record(b *core.Batch) ([]byte, error) {
-	size := 1 + 3*binary.MaxVarintLen64
+	size := 1 + 3*binary.MaxVarintLen64 + 1 // + the origin
 	for i := range b.Events {
 		size += 1 + binary.MaxVarintLen32 + len(eventKeyOf(&b.Events[i]))
 	}
@@ -141,6 +143,11 @@ func (r *eventRecorder) record(b *core.Batch) ([]byte, error) {
 		if !prevOK {
 			out = appendInline(out, ev.Prev)
 		}
+	}
+	// The origin trails the events, only when known, so records written
+	// before origins were kept read as they did (OriginUnknown).
+	if b.Origin != core.OriginUnknown {
+		out = append(out, byte(b.Origin))
 	}
 	return out, nil
 }
@@ -353,6 +360,9 @@ func replayRevision(rev int64, rec []byte, nodeAt func(ts uint64, key []byte) (*
 			}
 		}
 		out.Events = append(out.Events, ev)
+	}
+	if d.err == nil && len(d.b) > 0 {
+		out.Origin = core.Origin(d.byte())
 	}
 	if d.err == nil && len(d.b) != 0 {
 		d.err = errCorruptEvents

@@ -124,6 +124,8 @@ type published struct {
 	applied    uint64
 	rev        int64
 	compactRev int64
+	// census counts the state at applied (see Store.Census).
+	census core.Census
 }
 
 // Open opens (creating if needed) the store in cfg.Dir.
@@ -271,9 +273,15 @@ func (s *Store) load() error {
 		return err
 	}
 	s.hist.advance(readFloor, eventFloor, want)
+	// The census is counted once here, by a walk of the whole state, and
+	// kept up to date by every Apply after.
+	census, err := core.CountCensus(r)
+	if err != nil {
+		return fmt.Errorf("store: count the state at %d: %w", applied, err)
+	}
 	s.nodeCache.reset()
 	s.dirCache.reset()
-	s.state.Store(&published{applied: applied, rev: meta.Rev, compactRev: meta.CompactRev})
+	s.state.Store(&published{applied: applied, rev: meta.Rev, compactRev: meta.CompactRev, census: census})
 	s.log.Debug("store opened", "applied", applied, "rev", meta.Rev, "compact_rev", meta.CompactRev)
 	return nil
 }
@@ -357,6 +365,10 @@ func (s *Store) AppliedIndex() uint64 { return s.state.Load().applied }
 
 // Rev returns the current revision.
 func (s *Store) Rev() int64 { return s.state.Load().rev }
+
+// Census returns the counts of the current state, without reading it: the
+// store counts the state when it opens and keeps the counts as it applies.
+func (s *Store) Census() core.Census { return s.state.Load().census }
 
 // Latest returns a View of the current state.
 func (s *Store) Latest() (*View, error) {

@@ -27,8 +27,11 @@ type harness struct {
 	keys [][]byte // every node key ever written
 	// at holds, per revision, the MemState's digest (over dirs[:ndirs]) and
 	// node records after the last entry at that revision.
-	at     map[int64]revRecord
-	events map[int64][]core.Event
+	at      map[int64]revRecord
+	events  map[int64][]core.Event
+	origins map[int64]core.Origin // the Origin of each revision's op
+	// peak holds the largest of each census count checkLatest saw.
+	peak core.Census
 }
 
 type revRecord struct {
@@ -43,7 +46,7 @@ func newHarness(t testing.TB, seed uint64) *harness {
 	h := &harness{
 		t: t, dir: dir, cfg: Config{Dir: dir, MemTableSize: 1 << 20, BlockCacheSize: 1 << 20},
 		mem: core.NewMemState(), rng: rand.New(rand.NewPCG(seed, 7)),
-		seen: map[string]bool{}, at: map[int64]revRecord{}, events: map[int64][]core.Event{},
+		seen: map[string]bool{}, at: map[int64]revRecord{}, events: map[int64][]core.Event{}, origins: map[int64]core.Origin{},
 	}
 	h.gen = newEntryGen(seed, h.mem)
 	h.open()
@@ -124,6 +127,7 @@ func (h *harness) generateFrom(n int, next func() core.Entry) ([]core.Entry, []*
 		h.record(b.Rev)
 		if b.Changed {
 			h.events[b.Rev] = b.Events
+			h.origins[b.Rev] = b.Origin
 		}
 		entries, results, batches = append(entries, e), append(results, res), append(batches, b)
 	}
@@ -185,6 +189,17 @@ func (h *harness) checkLatest() {
 	if core.HashView(v, h.dirs) != core.HashView(h.mem, h.dirs) {
 		h.t.Fatalf("state digest differs at rev %d", meta.Rev)
 	}
+	// The census the store keeps as it applies is what a walk counts.
+	want, err := core.CountCensus(h.mem)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if got := h.s.Census(); got != want {
+		h.t.Fatalf("census at index %d: kept %+v, a walk counts %+v", h.s.AppliedIndex(), got, want)
+	}
+	h.peak = core.Census{Keys: max(h.peak.Keys, want.Keys), Znodes: max(h.peak.Znodes, want.Znodes),
+		Ephemerals: max(h.peak.Ephemerals, want.Ephemerals), DataBytes: max(h.peak.DataBytes, want.DataBytes),
+		Leases: max(h.peak.Leases, want.Leases), Sessions: max(h.peak.Sessions, want.Sessions)}
 	var live [][]byte
 	for _, p := range h.dirs {
 		if d, _ := h.mem.Dir(p); d != nil {
@@ -319,6 +334,9 @@ func (h *harness) checkEvents() {
 		if re.Rev != rev {
 			h.t.Fatalf("Events(%d, %d)[%d] is rev %d", from, to, i, re.Rev)
 		}
+		if re.Origin != h.origins[rev] {
+			h.t.Fatalf("rev %d: origin %v, want %v", rev, re.Origin, h.origins[rev])
+		}
 		want := h.events[rev]
 		if len(re.Events) != len(want) {
 			h.t.Fatalf("rev %d: %d events, want %d", rev, len(re.Events), len(want))
@@ -382,6 +400,10 @@ func TestDifferential(t *testing.T) {
 			if h.meta().CompactRev < 50 {
 				t.Fatalf("compact rev only reached %d; the generator should compact more", h.meta().CompactRev)
 			}
+			if p := h.peak; p.Ephemerals == 0 || p.Sessions == 0 || p.Znodes == 0 {
+				t.Fatalf("census peaks %+v: the generator should make znodes, ephemerals and sessions", p)
+			}
+			t.Logf("census peaks: %+v; at the end: %+v", h.peak, h.s.Census())
 		})
 	}
 }

@@ -86,13 +86,13 @@ func (s *Server) adminCommand(name string) (map[string]any, error) {
 	case "server_stats", "stats":
 		// As ZooKeeper's SrvrCommand: version, read_only, the ServerStats
 		// bean under server_stats, node_count; stats adds connections.
-		nodes, _, _, _, err := s.treeCounts()
+		census, err := s.backend.Census()
 		if err != nil {
 			return nil, err
 		}
 		l := s.stats.latency.snapshot()
 		out := map[string]any{
-			"version": version, "read_only": false, "node_count": nodes,
+			"version": version, "read_only": false, "node_count": census.ZnodeCount(),
 			"server_stats": map[string]any{
 				"packets_sent": s.stats.sent.Load(), "packets_received": s.stats.received.Load(),
 				"fsync_threshold_exceed_count": 0, "provider_null": false, "server_state": s.mode(),
@@ -117,7 +117,7 @@ func (s *Server) adminCommand(name string) (map[string]any, error) {
 		conns, paths, watches := s.watches.dataSummary()
 		return map[string]any{"num_connections": conns, "num_paths": paths, "num_total_watches": watches}, nil
 	case "dump":
-		_, _, owners, _, err := s.treeCounts()
+		owners, err := s.ephemeralOwners()
 		if err != nil {
 			return nil, err
 		}

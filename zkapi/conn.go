@@ -400,7 +400,7 @@ func (c *conn) createSession(ctx context.Context, timeoutMs int32) (*session, er
 	}
 	id := c.srv.backend.Leases().NewID()
 	ttl := translate.LeaseTTL(timeoutMs)
-	op := &core.Op{LeaseGrant: &core.LeaseGrant{ID: id, TTL: ttl, Session: &core.Session{TimeoutMs: timeoutMs, Password: password}}}
+	op := &core.Op{LeaseGrant: &core.LeaseGrant{ID: id, TTL: ttl, Session: &core.Session{TimeoutMs: timeoutMs, Password: password}}, Origin: core.OriginZooKeeper}
 	for wait := 20 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
 		res, err := c.srv.backend.Propose(ctx, op)
 		if errors.Is(err, core.ErrNoLeader) {

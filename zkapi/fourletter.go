@@ -120,7 +120,7 @@ func (s *Server) fourLetterText(cmd string) string {
 		b.WriteString("Environment:\n")
 		kv(s.envi(), "=")
 	case "srvr", "stat":
-		nodes, _, _, _, err := s.treeCounts()
+		census, err := s.backend.Census()
 		if err != nil {
 			return notServing
 		}
@@ -137,7 +137,7 @@ func (s *Server) fourLetterText(cmd string) string {
 		fmt.Fprintf(&b, "Latency min/avg/max: %d/%s/%d\n", l.min, javaDouble(l.avg), l.max)
 		fmt.Fprintf(&b, "Received: %d\nSent: %d\nConnections: %d\nOutstanding: %d\n",
 			s.stats.received.Load(), s.stats.sent.Load(), len(s.connections()), s.stats.outstanding.Load())
-		fmt.Fprintf(&b, "Zxid: 0x%x\nMode: %s\nNode count: %d\n", s.backend.Status().Rev, s.mode(), nodes)
+		fmt.Fprintf(&b, "Zxid: 0x%x\nMode: %s\nNode count: %d\n", s.backend.Status().Rev, s.mode(), census.ZnodeCount())
 	case "mntr":
 		pairs, err := s.mntr()
 		if err != nil {
@@ -218,7 +218,7 @@ const javaDate = "Mon Jan 02 15:04:05 MST 2006"
 // the connections by expiry time (last activity plus the session timeout,
 // in the 10 s steps of NIOServerCnxnFactory's queue).
 func (s *Server) dump(b *strings.Builder) error {
-	_, _, owners, _, err := s.treeCounts()
+	owners, err := s.ephemeralOwners()
 	if err != nil {
 		return err
 	}

@@ -194,6 +194,7 @@ func (c *conn) submit(req *request, op *core.Op, result func(*core.Result) reply
 			return false
 		}
 	}
+	op.Origin = core.OriginZooKeeper
 	p, err := c.srv.backend.Submit(c.ctx, op)
 	if isRefusal(err) {
 		// Refused before it was logged (too large for the log).

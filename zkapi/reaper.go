@@ -37,7 +37,7 @@ func (s *Server) reapOnce() error {
 		// write; a child added meanwhile makes it fail with NotEmpty.
 		op := &core.Op{Txn: &core.Txn{Success: []core.TxnOp{{
 			Kind: core.OpDelete, Key: n.Key, ExpectedVersion: int32(n.Version - 1),
-		}}}}
+		}}}, Origin: core.OriginZooKeeper}
 		if _, err := s.backend.Propose(s.ctx, op); err != nil {
 			return err
 		}

@@ -41,58 +41,23 @@ func (s *Server) allowed(cmd string) bool {
 	return false
 }
 
-// treeCounts returns the number of znodes ZooKeeper would report, how
-// many of them are ephemeral, with their owners, and the approximate data
-// size. ZooKeeper's DataTree keeps the root under both "" and "/", and its
-// node count and data size (the length of every path and its data) include
-// both: a fresh server has 5 nodes and 44 bytes.
-func (s *Server) treeCounts() (nodes, ephemerals int, owners map[int64][]string, dataSize int64, err error) {
+// ephemeralOwners returns the ephemeral znodes of each session or lease,
+// as dump lists them: the one ZooKeeper command that walks the tree. The
+// counts the others print come from the member's census.
+func (s *Server) ephemeralOwners() (map[int64][]string, error) {
 	v, err := s.backend.Read(s.ctx, 0)
 	if err != nil {
-		return 0, 0, nil, 0, err
+		return nil, err
 	}
 	defer v.Close()
-	owners = map[int64][]string{}
-	nodes, dataSize = 2, 1 // "" and "/"
-	// The system nodes count whether stored or not (see core.SystemPaths).
-	for _, p := range core.SystemPaths() {
-		nodes++
-		dataSize += int64(len(p))
-	}
+	owners := map[int64][]string{}
 	err = v.Range([]byte("/"), []byte("0"), func(n *core.Node) bool {
-		if !core.IsTreePath(n.Key) || string(n.Key) == "/" {
-			return true
-		}
-		if core.IsSystemPath(n.Key) {
-			dataSize += int64(len(n.Value)) // its path is counted above
-			return true
-		}
-		nodes++
-		dataSize += int64(len(n.Key) + len(n.Value))
-		if n.Lease != 0 && n.Mode == core.ModePersistent {
-			ephemerals++
+		if core.IsEphemeralZnode(n) {
 			owners[n.Lease] = append(owners[n.Lease], string(n.Key))
 		}
 		return true
 	})
-	return nodes, ephemerals, owners, dataSize, err
-}
-
-// sessionCount returns the number of ZooKeeper sessions alive in the core.
-func (s *Server) sessionCount() (int, error) {
-	v, err := s.backend.Read(s.ctx, 0)
-	if err != nil {
-		return 0, err
-	}
-	defer v.Close()
-	n := 0
-	err = v.Leases(func(l *core.Lease) bool {
-		if l.Session != nil {
-			n++
-		}
-		return true
-	})
-	return n, err
+	return owners, err
 }
 
 func (s *Server) mode() string {
@@ -264,11 +229,7 @@ func (s *Server) mntr() ([][2]string, error) {
 	// answers, without the counts it would read from that state, so that
 	// monitoring sees the alarm.
 	corrupt := false
-	nodes, ephemerals, _, size, err := s.treeCounts()
-	var sessions int
-	if err == nil {
-		sessions, err = s.sessionCount()
-	}
+	census, err := s.backend.Census()
 	if errors.Is(err, core.ErrCorrupt) {
 		corrupt, err = true, nil
 	}
@@ -288,12 +249,12 @@ func (s *Server) mntr() ([][2]string, error) {
 	pairs := [][2]string{
 		{"zk_version", version},
 		{"zk_server_state", s.mode()},
-		{"zk_ephemerals_count", fmt.Sprint(ephemerals)},
+		{"zk_ephemerals_count", fmt.Sprint(census.Ephemerals)},
 		{"zk_num_alive_connections", fmt.Sprint(len(s.connections()))},
 		{"zk_avg_latency", javaDouble(l.avg)},
 		{"zk_outstanding_requests", fmt.Sprint(s.stats.outstanding.Load())},
-		{"zk_znode_count", fmt.Sprint(nodes)},
-		{"zk_global_sessions", fmt.Sprint(sessions)},
+		{"zk_znode_count", fmt.Sprint(census.ZnodeCount())},
+		{"zk_global_sessions", fmt.Sprint(census.Sessions)},
 		{"zk_non_mtls_remote_conn_count", "0"},
 		{"zk_last_client_response_size", fmt.Sprint(last)},
 		{"zk_packets_sent", fmt.Sprint(s.stats.sent.Load())},
@@ -308,7 +269,7 @@ func (s *Server) mntr() ([][2]string, error) {
 	if fdsOK {
 		pairs = append(pairs, [2]string{"zk_max_file_descriptor_count", fmt.Sprint(limit)})
 	}
-	pairs = append(pairs, [2]string{"zk_approximate_data_size", fmt.Sprint(size)})
+	pairs = append(pairs, [2]string{"zk_approximate_data_size", fmt.Sprint(census.DataSize())})
 	if fdsOK {
 		pairs = append(pairs, [2]string{"zk_open_file_descriptor_count", fmt.Sprint(open)})
 	}
@@ -355,3 +316,7 @@ func alarmList(alarms []core.Alarm) string {
 // Monitor returns mntr's key-value pairs, for the metrics exporter: what
 // Prometheus scrapes is what mntr prints.
 func (s *Server) Monitor() ([][2]string, error) { return s.mntr() }
+
+// CrossProtocolEvents returns how many watch notifications this member has
+// sent ZooKeeper clients for changes etcd clients wrote.
+func (s *Server) CrossProtocolEvents() uint64 { return s.watches.fromEtcd.Load() }

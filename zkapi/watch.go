@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/januskv/janus/core"
 	"github.com/januskv/janus/zkapi/jute"
@@ -125,6 +126,9 @@ type watchManager struct {
 	byConn     map[*conn]map[string]struct{}
 	dispatched int64
 	advanced   chan struct{} // closed and replaced when dispatched moves
+	// fromEtcd counts the notifications sent for revisions etcd clients
+	// wrote: the changes that crossed from the etcd face to this one.
+	fromEtcd atomic.Uint64
 }
 
 func newWatchManager() *watchManager {
@@ -298,8 +302,12 @@ type aclLookup func(path string) []core.ACL
 func (w *watchManager) dispatch(re core.RevEvents, parentACL aclLookup) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	sent := 0
 	for _, ev := range zkEvents(re.Events) {
-		w.fireLocked(ev, re.Rev, parentACL)
+		sent += w.fireLocked(ev, re.Rev, parentACL)
+	}
+	if re.Origin == core.OriginEtcd {
+		w.fromEtcd.Add(uint64(sent))
 	}
 	w.advanceLocked(re.Rev)
 }
@@ -359,32 +367,37 @@ func zkEvents(evs []core.Event) []zkEvent {
 // As in ZooKeeper 3.8.4 and the Debian 3.8.0 security update (the fix for
 // CVE-2024-23944), a triggered watch is consumed for every watcher but the
 // event reaches only connections allowed to READ the node (the parent, for
-// NodeChildrenChanged).
-func (w *watchManager) fireLocked(ev zkEvent, rev int64, parentACL aclLookup) {
+// NodeChildrenChanged). It returns how many notifications it sent.
+func (w *watchManager) fireLocked(ev zkEvent, rev int64, parentACL aclLookup) (sent int) {
 	parent, hasParent := core.ParentPath([]byte(ev.path))
 	switch ev.typ {
 	case jute.EventNodeCreated, jute.EventNodeDataChanged:
-		w.notify(w.data.trigger(ev.path, ev.typ, rev, nil, map[*conn]bool{}), ev.typ, ev.path, ev.acl)
+		sent += w.notify(w.data.trigger(ev.path, ev.typ, rev, nil, map[*conn]bool{}), ev.typ, ev.path, ev.acl)
 	case jute.EventNodeDeleted:
 		fired := map[*conn]bool{}
-		w.notify(w.data.trigger(ev.path, ev.typ, rev, nil, fired), ev.typ, ev.path, ev.acl)
-		w.notify(w.child.trigger(ev.path, ev.typ, rev, fired, map[*conn]bool{}), ev.typ, ev.path, ev.acl)
+		sent += w.notify(w.data.trigger(ev.path, ev.typ, rev, nil, fired), ev.typ, ev.path, ev.acl)
+		sent += w.notify(w.child.trigger(ev.path, ev.typ, rev, fired, map[*conn]bool{}), ev.typ, ev.path, ev.acl)
 	}
 	if hasParent && ev.typ != jute.EventNodeDataChanged {
 		p := string(parent)
 		if conns := w.child.trigger(p, jute.EventNodeChildrenChanged, rev, nil, map[*conn]bool{}); len(conns) > 0 {
-			w.notify(conns, jute.EventNodeChildrenChanged, p, parentACL(p))
+			sent += w.notify(conns, jute.EventNodeChildrenChanged, p, parentACL(p))
 		}
 	}
+	return sent
 }
 
-func (w *watchManager) notify(conns []*conn, typ jute.EventType, path string, acl []core.ACL) {
+// notify sends the event to each of conns allowed to read it and returns
+// how many it was sent to.
+func (w *watchManager) notify(conns []*conn, typ jute.EventType, path string, acl []core.ACL) (sent int) {
 	for _, c := range conns {
 		if ids := c.identities(); core.CheckACL(acl, core.PermRead, ids) && c.srv.backend.Auth().ZKPermitted([]byte(path), core.PermRead, ids) {
 			c.sendEvent(typ, path)
+			sent++
 		}
 		if paths := w.byConn[c]; paths != nil && !w.data.has(path, c) && !w.child.has(path, c) {
 			delete(paths, path)
 		}
 	}
+	return sent
 }

@@ -100,6 +100,9 @@ func (g *Generator) Next() core.Entry {
 		g.rev++
 		e.Op.Txn = g.txn(0)
 	}
+	// Every origin in turn, without drawing from rng, so that a seed gives
+	// the ops it gave before origins existed.
+	e.Op.Origin = core.Origin(g.index % 4)
 	return e
 }
 

@@ -1,10 +1,8 @@
 package metrics
 
 import (
-	"context"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -20,23 +18,18 @@ type Member interface {
 	Counters() server.Counters
 	Replication() zab.Status
 	Alarms() []core.Alarm
-	Read(ctx context.Context, rev int64) (core.ReadView, error)
+	Census() (core.Census, error)
 }
 
 // MemberOptions are values the collector reports as they are configured.
 type MemberOptions struct {
 	// Version is the etcd server version Janus reports (etcd_server_version).
 	Version string
-	// ScanTimeout bounds the read that counts keys and leases at a scrape.
-	ScanTimeout time.Duration
 }
 
 // WatchMember registers a collector that reads m's state at each scrape:
 // etcd's server, mvcc and alarm gauges and Janus's lease count.
 func (r *Registry) WatchMember(m Member, opts MemberOptions) {
-	if opts.ScanTimeout <= 0 {
-		opts.ScanTimeout = 5 * time.Second
-	}
 	r.reg.MustRegister(&memberCollector{m: m, opts: opts})
 	if opts.Version != "" {
 		r.reg.MustRegister(versionGauge("etcd_server_version", "server_version", opts.Version,
@@ -93,6 +86,8 @@ var (
 		"On the leader: log entries each member has not yet acknowledged.", []string{"To"}, nil)
 	descEpoch = prometheus.NewDesc("janus_zab_epoch",
 		"The Zab epoch this member follows or leads (etcd's raft term).", nil, nil)
+	descWrites = prometheus.NewDesc("janus_server_writes_applied_total",
+		"Applied entries that changed the state (each made a revision), by the face that proposed them: etcd, zookeeper, member (its own: expired leases and sessions), unknown (logged before origins were kept).", []string{"origin"}, nil)
 )
 
 type memberCollector struct {
@@ -124,6 +119,9 @@ func (c *memberCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descPending, float64(rep.LastIndex-min(rep.LastIndex, rep.AppliedIndex)))
 	counter(descFailed, float64(counts.ProposalsFailed))
 	counter(descSlowApply, float64(counts.SlowApplies))
+	for o, n := range counts.Writes {
+		ch <- prometheus.MustNewConstMetric(descWrites, prometheus.CounterValue, float64(n), core.Origin(o).String())
+	}
 	gauge(descServerID, 1, strconv.FormatUint(st.MemberID, 16))
 	if st.QuotaBytes > 0 { // none when the quota is off
 		gauge(descQuota, float64(st.QuotaBytes))
@@ -164,30 +162,13 @@ func (c *memberCollector) Collect(ch chan<- prometheus.Metric) {
 	for t, n := range raised {
 		gauge(descAlarms, float64(n), t.String())
 	}
-	if keys, leases, ok := c.scan(); ok {
-		gauge(descKeys, float64(keys))
-		gauge(descLeases, float64(leases))
+	// The member keeps these counts as it applies: no walk of the state.
+	// One that cannot read (stopped, corrupt) leaves them out rather than
+	// report 0.
+	if census, err := c.m.Census(); err == nil {
+		gauge(descKeys, float64(census.Keys))
+		gauge(descLeases, float64(census.Leases))
 	}
-}
-
-// scan counts keys and leases in the latest state. It walks every key, as
-// etcd's keys_total does not need to; a member that cannot read (stopped,
-// corrupt) leaves both out rather than report 0.
-func (c *memberCollector) scan() (keys, leases int, ok bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.opts.ScanTimeout)
-	defer cancel()
-	v, err := c.m.Read(ctx, 0)
-	if err != nil {
-		return 0, 0, false
-	}
-	defer v.Close()
-	if err := v.Range(nil, nil, func(*core.Node) bool { keys++; return true }); err != nil {
-		return 0, 0, false
-	}
-	if err := v.Leases(func(*core.Lease) bool { leases++; return true }); err != nil {
-		return 0, 0, false
-	}
-	return keys, leases, true
 }
 
 func boolValue(b bool) float64 {
