@@ -167,7 +167,7 @@ func parseConfig(args, environ []string, stderr io.Writer) (Config, error) {
 	fs.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", 1536*1024, "largest etcd request accepted, in bytes")
 	fs.DurationVar(&cfg.WatchProgressNotify, "watch-progress-notify-interval", 10*time.Minute, "how often etcd watches with progress_notify get a progress notification")
 	fs.StringVar(&cfg.AuthToken, "auth-token", "simple", "etcd auth token type: simple, or jwt,pub-key=FILE,priv-key=FILE,sign-method=METHOD[,ttl=DURATION]")
-	fs.DurationVar(&cfg.AuthTokenTTL, "auth-token-ttl", etcdapi.DefaultTokenTTL, "how long a simple auth token stays valid")
+	fs.DurationVar(&cfg.AuthTokenTTL, "auth-token-ttl", etcdapi.DefaultTokenTTL, "how long a simple auth token stays valid after its last use on this member, as etcd's")
 	fs.IntVar(&cfg.BcryptCost, "bcrypt-cost", bcrypt.DefaultCost, "bcrypt cost of etcd user password hashes (4..31)")
 	fs.DurationVar(&cfg.TickTime, "tick-time", 2*time.Second, "ZooKeeper tickTime: session timeouts default to 2x..20x of it")
 	fs.DurationVar(&cfg.MinSessionTimeout, "min-session-timeout", 0, "smallest ZooKeeper session timeout granted (default 2x tick-time)")
