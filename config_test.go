@@ -99,6 +99,23 @@ func TestTLSFlags(t *testing.T) {
 		{"peer key without cert", []string{"--peer-key-file", "p.key"}, "go together"},
 		{"cipher suites", []string{"--cipher-suites", "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"}, ""},
 		{"an insecure cipher suite", []string{"--cipher-suites", "TLS_RSA_WITH_RC4_128_SHA"}, "--cipher-suites"},
+		{"client CRL", with(pair, "--client-crl-file", "c.crl"), ""},
+		{"client CRL without a certificate", []string{"--client-crl-file", "c.crl"}, "--client-crl-file needs --cert-file"},
+		{"peer CRL", with(peer, "--peer-trusted-ca-file", "ca.crt", "--peer-crl-file", "p.crl"), ""},
+		{"peer CRL without a certificate", []string{"--peer-crl-file", "p.crl"}, "--peer-crl-file needs --peer-cert-file"},
+		{"auto TLS", []string{"--auto-tls"}, ""},
+		{"auto TLS with a CRL", []string{"--auto-tls", "--client-crl-file", "c.crl"}, ""},
+		{"auto TLS with a ZooKeeper TLS port", []string{"--auto-tls", "--zk-secure-listen", "127.0.0.1:2281"}, ""},
+		{"auto TLS cannot verify client certificates", []string{"--auto-tls", "--client-cert-auth"}, "needs --trusted-ca-file"},
+		{"HTTP's own certificate", []string{"--http-cert-file", "h.crt", "--http-key-file", "h.key", "--http-trusted-ca-file", "ca.crt", "--http-client-cert-auth"}, ""},
+		{"HTTP cert without key", []string{"--http-cert-file", "h.crt"}, "--http-cert-file and --http-key-file go together"},
+		{"HTTP client-cert-auth without CA", []string{"--http-cert-file", "h.crt", "--http-key-file", "h.key", "--http-client-cert-auth"}, "needs --http-trusted-ca-file"},
+		{"HTTP CA without cert", []string{"--http-trusted-ca-file", "ca.crt"}, "needs --http-cert-file"},
+		{"TLS 1.3 only", []string{"--tls-min-version", "TLS1.3"}, ""},
+		{"TLS 1.2 only", []string{"--tls-max-version", "TLS1.2"}, ""},
+		{"min above max", []string{"--tls-min-version", "TLS1.3", "--tls-max-version", "TLS1.2"}, "min version (TLS1.3) is greater than max version (TLS1.2)"},
+		{"cipher suites with TLS 1.3 only", []string{"--tls-min-version", "TLS1.3", "--cipher-suites", "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"}, "cipher suites cannot be configured when only TLS1.3 is enabled"},
+		{"TLS 1.1", []string{"--tls-min-version", "TLS1.1"}, "must be one of: TLS1.2, TLS1.3"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

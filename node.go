@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -37,6 +38,51 @@ type node struct {
 	served      chan error
 }
 
+// tlsOptions are the flags' options for one side's certificates.
+func tlsOptions(cfg Config, clientCertAuth, selfSigned bool) tlsfiles.Options {
+	return tlsfiles.Options{
+		ClientCertAuth: clientCertAuth,
+		CipherSuites:   cfg.CipherSuites,
+		MinVersion:     cfg.TLSMinVersion,
+		MaxVersion:     cfg.TLSMaxVersion,
+		SelfSigned:     selfSigned,
+	}
+}
+
+// clientSources loads the client ports' certificates (nil: plaintext),
+// making the self-signed one first under --auto-tls, and the HTTP port's:
+// its own with --http-cert-file, else the client ports'.
+func clientSources(cfg Config, logger *slog.Logger) (client, httpPort *tlsfiles.Source, err error) {
+	files := cfg.ClientTLS.Files
+	auto := cfg.AutoTLS && !cfg.ClientTLS.Enabled()
+	if cfg.AutoTLS && !auto {
+		logger.Warn("ignoring --auto-tls since --cert-file is given")
+	}
+	if auto {
+		hosts := []string{cfg.EtcdListen, cfg.ZKSecureListen, cfg.HTTPListen, cfg.AdvertiseEtcd, cfg.AdvertiseZK}
+		self, err := tlsfiles.SelfCert(filepath.Join(cfg.DataDir, "fixtures", "client"), hosts, logger.With("tls", "client"))
+		if err != nil {
+			return nil, nil, fmt.Errorf("--auto-tls: %w", err)
+		}
+		self.CRL = files.CRL
+		files = self
+	}
+	if files.Enabled() {
+		client, err = tlsfiles.New(files, tlsOptions(cfg, cfg.ClientTLS.ClientCertAuth, auto), logger.With("tls", "client"))
+		if err != nil {
+			return nil, nil, fmt.Errorf("client TLS: %w", err)
+		}
+	}
+	httpPort = client
+	if cfg.HTTPTLS.Enabled() {
+		httpPort, err = tlsfiles.New(cfg.HTTPTLS.Files, tlsOptions(cfg, cfg.HTTPTLS.ClientCertAuth, false), logger.With("tls", "http"))
+		if err != nil {
+			return nil, nil, fmt.Errorf("HTTP TLS: %w", err)
+		}
+	}
+	return client, httpPort, nil
+}
+
 // listen opens a TCP listener with a one-line error a person can act on.
 func listen(what, addr string) (net.Listener, error) {
 	l, err := net.Listen("tcp", addr)
@@ -51,16 +97,13 @@ func listen(what, addr string) (net.Listener, error) {
 
 func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 	// Certificates first: a wrong path should fail before anything starts.
-	var clientTLS, peerTLS *tlsfiles.Source
-	if cfg.ClientTLS.Enabled() {
-		clientTLS, err = tlsfiles.New(cfg.ClientTLS.Files, tlsfiles.Options{ClientCertAuth: cfg.ClientTLS.ClientCertAuth, CipherSuites: cfg.CipherSuites}, logger.With("tls", "client"))
-		if err != nil {
-			return nil, fmt.Errorf("client TLS: %w", err)
-		}
+	clientTLS, httpTLS, err := clientSources(cfg, logger)
+	if err != nil {
+		return nil, err
 	}
 	var zabTLS *zab.PeerTLS
 	if cfg.PeerTLS.Enabled() {
-		peerTLS, err = tlsfiles.New(cfg.PeerTLS.Files, tlsfiles.Options{ClientCertAuth: true, CipherSuites: cfg.CipherSuites}, logger.With("tls", "peer"))
+		peerTLS, err := tlsfiles.New(cfg.PeerTLS.Files, tlsOptions(cfg, true, false), logger.With("tls", "peer"))
 		if err != nil {
 			return nil, fmt.Errorf("peer TLS: %w", err)
 		}
@@ -216,8 +259,8 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 	// Both faces ride out temporary accept errors themselves; net/http
 	// would too, but logs each retry: this logs a burst once.
 	var httpInner net.Listener = ls[3]
-	if clientTLS != nil {
-		httpInner = tls.NewListener(httpInner, clientTLS.ServerConfig("h2", "http/1.1"))
+	if httpTLS != nil {
+		httpInner = tls.NewListener(httpInner, httpTLS.ServerConfig("h2", "http/1.1"))
 	}
 	httpL := accept.Patient(httpInner, logger.With("face", "http"))
 	if clientTLS != nil {
