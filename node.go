@@ -226,6 +226,7 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 		DisableExtendedTypes: cfg.DisableExtendedTypes,
 		EnforceQuota:         cfg.EnforceQuota,
 		Dirs:                 member.Dirs,
+		RootToken:            n.etcd.RootToken,
 	})
 	reg.WatchMember(member, metrics.MemberOptions{Version: etcdapi.DefaultVersion})
 	reg.WatchZooKeeper(n.zk)
