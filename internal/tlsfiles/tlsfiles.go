@@ -226,16 +226,22 @@ func readCRL(name string) (map[string]bool, error) {
 	return revoked, nil
 }
 
-// checkRevoked refuses a handshake whose other side presented a
-// certificate revoked lists, as etcd's checkCRL does (every certificate
-// of the chain presented).
-func checkRevoked(revoked map[string]bool, cs tls.ConnectionState) error {
-	for _, c := range cs.PeerCertificates {
-		if revoked[string(c.SerialNumber.Bytes())] {
-			return fmt.Errorf("tlsfiles: certificate serial %x revoked", c.SerialNumber.Bytes())
-		}
+// revocationCheck returns a VerifyConnection hook refusing a handshake
+// whose other side presented a certificate revoked lists, as etcd's
+// checkCRL does (every certificate of the chain presented); nil without
+// a CRL.
+func revocationCheck(revoked map[string]bool) func(tls.ConnectionState) error {
+	if revoked == nil {
+		return nil
 	}
-	return nil
+	return func(cs tls.ConnectionState) error {
+		for _, c := range cs.PeerCertificates {
+			if revoked[string(c.SerialNumber.Bytes())] {
+				return fmt.Errorf("tlsfiles: certificate serial %x revoked", c.SerialNumber.Bytes())
+			}
+		}
+		return nil
+	}
 }
 
 // current returns the certificate, pool and revoked serials, reloading
@@ -272,15 +278,13 @@ func (s *Source) ServerConfig(nextProtos ...string) *tls.Config {
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
 			cert, pool, revoked := s.current()
 			c := &tls.Config{
-				MinVersion:   s.opts.minVersion(),
-				MaxVersion:   s.opts.MaxVersion,
-				CipherSuites: s.opts.CipherSuites,
-				NextProtos:   nextProtos,
-				Certificates: []tls.Certificate{*cert},
-				ClientCAs:    pool,
-			}
-			if revoked != nil {
-				c.VerifyConnection = func(cs tls.ConnectionState) error { return checkRevoked(revoked, cs) }
+				MinVersion:       s.opts.minVersion(),
+				MaxVersion:       s.opts.MaxVersion,
+				CipherSuites:     s.opts.CipherSuites,
+				NextProtos:       nextProtos,
+				Certificates:     []tls.Certificate{*cert},
+				ClientCAs:        pool,
+				VerifyConnection: revocationCheck(revoked),
 			}
 			switch {
 			case s.opts.ClientCertAuth:
@@ -312,9 +316,7 @@ func (s *Source) ClientConfig(serverName string) *tls.Config {
 		RootCAs:            pool,
 		Certificates:       []tls.Certificate{*cert},
 		InsecureSkipVerify: s.opts.SelfSigned,
-	}
-	if revoked != nil {
-		c.VerifyConnection = func(cs tls.ConnectionState) error { return checkRevoked(revoked, cs) }
+		VerifyConnection:   revocationCheck(revoked),
 	}
 	return c
 }
