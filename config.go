@@ -85,7 +85,11 @@ type Config struct {
 	ClientTLS, PeerTLS, HTTPTLS tlsFlags
 	// AutoTLS serves the client ports with a self-signed certificate made
 	// at the first start (etcd's --auto-tls) when no --cert-file is given.
-	AutoTLS      bool
+	AutoTLS bool
+	// PeerAutoTLS encrypts the peer port with a self-signed certificate
+	// (etcd's --peer-auto-tls) when no --peer-cert-file is given; it
+	// authenticates no member (see zab.PeerTLS.Unauthenticated).
+	PeerAutoTLS  bool
 	CipherSuites []uint16
 	// TLSMinVersion and TLSMaxVersion bound every port's TLS versions
 	// (etcd's --tls-min-version, --tls-max-version); 0: TLS 1.2 / Go's
@@ -196,6 +200,7 @@ func parseConfig(args, environ []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&cfg.PeerTLS.Key, "peer-key-file", "", "peer TLS key (PEM)")
 	fs.StringVar(&cfg.PeerTLS.CA, "peer-trusted-ca-file", "", "CA bundle (PEM) that peer certificates must chain to")
 	fs.BoolVar(&cfg.PeerTLS.ClientCertAuth, "peer-client-cert-auth", true, "require peers to present certificates (always on with peer TLS: a member's ID is bound to its certificate)")
+	fs.BoolVar(&cfg.PeerAutoTLS, "peer-auto-tls", false, "without --peer-cert-file: encrypt the peer port with a self-signed certificate made at the first start (fixtures/peer in the data directory), as etcd's flag; it authenticates no member, so any host reaching the peer port is trusted on the ID it claims")
 	fs.StringVar(&cfg.PeerTLS.CRL, "peer-crl-file", "", "certificate revocation list (DER or PEM): peers presenting a certificate it lists are refused at the handshake, both ways")
 	ciphers := fs.String("cipher-suites", "", "TLS 1.2 cipher suites allowed on every port, comma separated, as Go names them (default: Go's)")
 	tlsMin := fs.String("tls-min-version", "TLS1.2", "oldest TLS version every port accepts: TLS1.2 or TLS1.3")
@@ -322,7 +327,7 @@ func checkTLS(cfg Config) error {
 		if (side.f.Cert == "") != (side.f.Key == "") {
 			return fmt.Errorf("--%scert-file and --%skey-file go together", side.prefix, side.prefix)
 		}
-		auto := side.prefix == "" && cfg.AutoTLS
+		auto := side.prefix == "" && cfg.AutoTLS || side.prefix == "peer-" && cfg.PeerAutoTLS
 		if side.f.Cert == "" && side.f.CA != "" {
 			return fmt.Errorf("--%strusted-ca-file needs --%scert-file", side.prefix, side.prefix)
 		}

@@ -104,6 +104,8 @@ func TestTLSFlags(t *testing.T) {
 		{"peer CRL", with(peer, "--peer-trusted-ca-file", "ca.crt", "--peer-crl-file", "p.crl"), ""},
 		{"peer CRL without a certificate", []string{"--peer-crl-file", "p.crl"}, "--peer-crl-file needs --peer-cert-file"},
 		{"auto TLS", []string{"--auto-tls"}, ""},
+		{"peer auto TLS", []string{"--peer-auto-tls"}, ""},
+		{"peer auto TLS with a CRL", []string{"--peer-auto-tls", "--peer-crl-file", "p.crl"}, ""},
 		{"auto TLS with a CRL", []string{"--auto-tls", "--client-crl-file", "c.crl"}, ""},
 		{"auto TLS with a ZooKeeper TLS port", []string{"--auto-tls", "--zk-secure-listen", "127.0.0.1:2281"}, ""},
 		{"auto TLS cannot verify client certificates", []string{"--auto-tls", "--client-cert-auth"}, "needs --trusted-ca-file"},

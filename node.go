@@ -83,6 +83,36 @@ func clientSources(cfg Config, logger *slog.Logger) (client, httpPort *tlsfiles.
 	return client, httpPort, nil
 }
 
+// peerSource is the zab transport's TLS (nil: plaintext): the peer
+// certificate flags, or under --peer-auto-tls a self-signed certificate
+// that encrypts but authenticates no member.
+func peerSource(cfg Config, logger *slog.Logger) (*zab.PeerTLS, error) {
+	log := logger.With("tls", "peer")
+	files := cfg.PeerTLS.Files
+	auto := cfg.PeerAutoTLS && !cfg.PeerTLS.Enabled()
+	if cfg.PeerAutoTLS && !auto {
+		log.Warn("ignoring --peer-auto-tls since --peer-cert-file is given")
+	}
+	if auto {
+		hosts := []string{cfg.Peers[cfg.ID], cfg.Observers[cfg.ID], zab.PeerCertName(cfg.ID)}
+		self, err := tlsfiles.SelfCert(filepath.Join(cfg.DataDir, "fixtures", "peer"), hosts, log)
+		if err != nil {
+			return nil, fmt.Errorf("--peer-auto-tls: %w", err)
+		}
+		self.CRL = files.CRL
+		files = self
+		log.Warn("--peer-auto-tls: peer traffic is encrypted, but members are not authenticated: any host that reaches the peer port is trusted on the member ID it claims")
+	}
+	if !files.Enabled() {
+		return nil, nil
+	}
+	src, err := tlsfiles.New(files, tlsOptions(cfg, !auto, auto), log)
+	if err != nil {
+		return nil, fmt.Errorf("peer TLS: %w", err)
+	}
+	return &zab.PeerTLS{Server: src.ServerConfig(), Client: src.ClientConfig, Unauthenticated: auto}, nil
+}
+
 // listen opens a TCP listener with a one-line error a person can act on.
 func listen(what, addr string) (net.Listener, error) {
 	l, err := net.Listen("tcp", addr)
@@ -101,13 +131,9 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	var zabTLS *zab.PeerTLS
-	if cfg.PeerTLS.Enabled() {
-		peerTLS, err := tlsfiles.New(cfg.PeerTLS.Files, tlsOptions(cfg, true, false), logger.With("tls", "peer"))
-		if err != nil {
-			return nil, fmt.Errorf("peer TLS: %w", err)
-		}
-		zabTLS = &zab.PeerTLS{Server: peerTLS.ServerConfig(), Client: peerTLS.ClientConfig}
+	zabTLS, err := peerSource(cfg, logger)
+	if err != nil {
+		return nil, err
 	}
 
 	// Listen next: a port in use should fail before the data dir is touched.

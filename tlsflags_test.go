@@ -4,17 +4,25 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/januskv/janus/internal/janustest"
 	"github.com/januskv/janus/internal/testcert"
 	"github.com/januskv/janus/internal/testenv"
 )
@@ -208,4 +216,68 @@ func poolFromFile(t *testing.T, name string) *x509.CertPool {
 		t.Fatalf("%s holds no PEM certificate", name)
 	}
 	return p
+}
+
+// TestPeerAutoTLS runs two members with --peer-auto-tls: they form a
+// quorum and replicate over TLS with their self-signed certificates, and
+// the peer port speaks nothing but TLS (a plaintext hello gets no
+// answer and is logged as a failed handshake).
+func TestPeerAutoTLS(t *testing.T) {
+	peers := fmt.Sprintf("1=%s,2=%s", freeAddr(t), freeAddr(t))
+	var nodes []*node
+	var logs []*janustest.LogWaiter
+	for id := uint64(1); id <= 2; id++ {
+		cfg, err := parseFlags([]string{"--data-dir", t.TempDir(), "--id", strconv.FormatUint(id, 10), "--peers", peers,
+			"--etcd-listen", "127.0.0.1:0", "--zk-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
+			"--peer-auto-tls", "--election-timeout", "500ms", "--heartbeat-interval", "50ms"}, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := janustest.NewLogWaiter()
+		n, err := startNode(cfg, slog.New(slog.NewTextHandler(l, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.Close() })
+		if _, err := os.Stat(filepath.Join(cfg.DataDir, "fixtures", "peer", "cert.pem")); err != nil {
+			t.Fatalf("member %d: no self-signed peer certificate: %v", id, err)
+		}
+		nodes, logs = append(nodes, n), append(logs, l)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{nodes[0].addrs.Etcd}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	// Until the two have elected a leader a write fails with "no leader";
+	// any other error, or none ever succeeding, is a failure.
+	for {
+		_, err := cli.Put(ctx, "/peer-auto-tls", "replicated")
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, rpctypes.ErrNoLeader) || ctx.Err() != nil {
+			t.Fatalf("two members over --peer-auto-tls: %v", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	// Both members took part: a quorum of two needs both.
+	for i, n := range nodes {
+		if st := n.member.Status(); st.LeaderID == 0 {
+			t.Errorf("member %d follows no leader", i+1)
+		}
+	}
+	// A plaintext hello on member 1's peer port is not TLS.
+	c, err := net.DialTimeout("tcp", strings.Split(strings.Split(peers, ",")[0], "=")[1], 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Write([]byte("JZABHI1\x02 plaintext hello, not a TLS record"))
+	c.Close()
+	logs[0].WaitFor(t, "peer TLS handshake failed")
 }
