@@ -2,8 +2,12 @@ package etcdapi_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os/exec"
+	"strings"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3election/v3electionpb"
@@ -20,7 +24,8 @@ import (
 // of every refusal must be etcd's. etcd runs these services as in-process
 // clients of its own KV API, so a refusal reaches the caller as code
 // Unknown with etcd's message (which clientv3 maps back to its error by
-// the message); Janus does the same, and this test keeps it so.
+// the message); Janus does the same, and this test keeps it so. etcdctl
+// lock and elect, which run the recipes client side, are compared too.
 func TestLockElectionAuthErrorsAgainstEtcd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("differential test runs a real etcd")
@@ -94,10 +99,41 @@ func TestLockElectionAuthErrorsAgainstEtcd(t *testing.T) {
 			}
 		}
 	}
+	// etcdctl lock and elect run the same recipes client side, over KV:
+	// their refusals, as etcdctl prints them, must match too.
+	for i, ep := range endpoints {
+		for _, user := range []string{"alice", "bob"} {
+			for _, args := range [][]string{{"lock", "/locked/l", "echo", "held"}, {"elect", "/locked/e", "v"}, {"elect", "-l", "/locked/e"}} {
+				full := append([]string{"--endpoints", strings.TrimPrefix(ep, "http://"), "--user", user + ":" + user + "pw", "--dial-timeout", "5s", "--command-timeout", "10s"}, args...)
+				cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+				out, err := exec.CommandContext(cctx, testenv.EtcdctlPath(t), full...).CombinedOutput()
+				cancel()
+				outs[i][user+" etcdctl "+strings.Join(args, " ")] = fmt.Sprintf("%v %q", exitCode(err), lastLine(string(out)))
+			}
+		}
+	}
 	for k, want := range outs[0] {
 		t.Logf("%s: %s", k, want)
 		if got := outs[1][k]; got != want {
 			t.Errorf("%s: etcd answers %s, Janus %s", k, want, got)
 		}
 	}
+}
+
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
+
+// lastLine is the last line of etcdctl's output (its error, after any
+// client log lines).
+func lastLine(out string) string {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	return lines[len(lines)-1]
 }
