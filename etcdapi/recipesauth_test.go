@@ -112,11 +112,18 @@ func TestLockElectionAuthErrorsAgainstEtcd(t *testing.T) {
 			}
 		}
 	}
+	refused := 0
 	for k, want := range outs[0] {
 		t.Logf("%s: %s", k, want)
 		if got := outs[1][k]; got != want {
 			t.Errorf("%s: etcd answers %s, Janus %s", k, want, got)
 		}
+		if strings.Contains(want, "permission denied") {
+			refused++
+		}
+	}
+	if refused == 0 {
+		t.Fatal("etcd refused nothing: the users' permissions no longer exercise refusals")
 	}
 }
 
