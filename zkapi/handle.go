@@ -515,16 +515,22 @@ func (c *conn) getData(path string, watch bool, ids []core.ID) reply {
 // reveal a znode that etcd's role permissions hide from the caller.
 var errHidden = errors.New("a child is hidden by etcd role permissions")
 
-// children lists the names under path. With etcd auth on, a listing that
-// would name a key an etcd role covers and the caller may not read is
-// refused whole (errHidden), as etcd refuses a keys_only Range for one
-// unreadable key; ZooKeeper's own rule (READ on the parent) is the
-// caller's to check.
-func children(v core.View, st *core.AuthState, path string, ids []core.ID) ([]string, error) {
+// etcdReadable says which keys ids may learn of under st's etcd role
+// permissions (all of them with etcd auth off): a key a role covers only
+// with the etcd right to read it.
+func etcdReadable(st *core.AuthState, ids []core.ID) func(key []byte) bool {
+	return func(key []byte) bool { return st.ZKPermitted(key, core.PermRead, ids) }
+}
+
+// children lists the names under path. A listing that would name a key
+// readable refuses is refused whole (errHidden), as etcd refuses a
+// keys_only Range for one unreadable key; ZooKeeper's own rule (READ on
+// the parent) is the caller's to check.
+func children(v core.View, path string, readable func(key []byte) bool) ([]string, error) {
 	out := []string{}
 	hidden := false
 	err := core.TreeChildren(v, []byte(path), func(name []byte) bool {
-		if !st.ZKPermitted(core.JoinPath([]byte(path), name), core.PermRead, ids) {
+		if !readable(core.JoinPath([]byte(path), name)) {
 			hidden = true
 			return false
 		}
@@ -552,7 +558,7 @@ func (c *conn) getChildren(path string, watch, withStat bool, ids []core.ID) rep
 		if !ok {
 			return refused
 		}
-		kids, err := children(v, c.srv.backend.Auth(), path, ids)
+		kids, err := children(v, path, etcdReadable(c.srv.backend.Auth(), ids))
 		if err != nil {
 			return hiddenOr(err)
 		}
@@ -587,7 +593,7 @@ func (c *conn) getAllChildrenNumber(path string, ids []core.ID) reply {
 		if !ok {
 			return refused
 		}
-		total, err := countDescendants(v, []byte(path), func(key []byte) bool { return st.ZKPermitted(key, core.PermRead, ids) })
+		total, err := countDescendants(v, []byte(path), etcdReadable(st, ids))
 		if err != nil {
 			return hiddenOr(err)
 		}
@@ -595,10 +601,9 @@ func (c *conn) getAllChildrenNumber(path string, ids []core.ID) reply {
 	})
 }
 
-// countDescendants counts the znodes below path. A count that would take
-// in one that readable refuses (a key an etcd role covers and the caller
-// may not read) is refused whole (errHidden), as etcd refuses a
-// count_only Range for one unreadable key.
+// countDescendants counts the znodes below path. A count that would
+// include a key readable refuses is refused whole (errHidden), as etcd
+// refuses a count_only Range for one unreadable key.
 func countDescendants(v core.View, path []byte, readable func(key []byte) bool) (int, error) {
 	var kids [][]byte
 	hidden := false
@@ -681,7 +686,7 @@ func (c *conn) multiRead(req *jute.MultiRequest, ids []core.ID) reply {
 			case op.Type == jute.OpGetData:
 				resp.Results[i] = jute.MultiResult{Type: jute.OpGetData, Data: n.Value, Stat: toStat(n, d)}
 			default:
-				kids, err := children(v, c.srv.backend.Auth(), path, ids)
+				kids, err := children(v, path, etcdReadable(c.srv.backend.Auth(), ids))
 				switch {
 				case errors.Is(err, errHidden):
 					resp.Results[i] = jute.MultiResult{Type: jute.OpError, Err: jute.CodeNoAuth}
