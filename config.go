@@ -81,9 +81,21 @@ type Config struct {
 	ZKSecureListen string
 
 	// Client TLS (etcd's flags): the etcd port, the ZooKeeper secure port
-	// and the HTTP port. Peer TLS: the zab transport.
-	ClientTLS, PeerTLS tlsFlags
-	CipherSuites       []uint16
+	// and the HTTP port. Peer TLS: the zab transport. HTTPTLS, when its
+	// certificate is set, is the HTTP port's own (else it uses ClientTLS).
+	ClientTLS, PeerTLS, HTTPTLS tlsFlags
+	// AutoTLS serves the client ports with a self-signed certificate made
+	// at the first start (etcd's --auto-tls) when no --cert-file is given.
+	AutoTLS bool
+	// PeerAutoTLS encrypts the peer port with a self-signed certificate
+	// (etcd's --peer-auto-tls) when no --peer-cert-file is given; it
+	// authenticates no member (see zab.PeerTLS.Unauthenticated).
+	PeerAutoTLS  bool
+	CipherSuites []uint16
+	// TLSMinVersion and TLSMaxVersion bound every port's TLS versions
+	// (etcd's --tls-min-version, --tls-max-version); 0: TLS 1.2 / Go's
+	// newest.
+	TLSMinVersion, TLSMaxVersion uint16
 
 	// HTTP port hardening (etcd's --enable-pprof, --cors and
 	// --host-whitelist).
@@ -168,7 +180,7 @@ func parseConfig(args, environ []string, stderr io.Writer) (Config, error) {
 	fs.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", 1536*1024, "largest etcd request accepted, in bytes")
 	fs.DurationVar(&cfg.WatchProgressNotify, "watch-progress-notify-interval", 10*time.Minute, "how often etcd watches with progress_notify get a progress notification")
 	fs.StringVar(&cfg.AuthToken, "auth-token", "simple", "etcd auth token type: simple, or jwt,pub-key=FILE,priv-key=FILE,sign-method=METHOD[,ttl=DURATION]")
-	fs.DurationVar(&cfg.AuthTokenTTL, "auth-token-ttl", etcdapi.DefaultTokenTTL, "how long a simple auth token stays valid")
+	fs.DurationVar(&cfg.AuthTokenTTL, "auth-token-ttl", etcdapi.DefaultTokenTTL, "how long a simple auth token stays valid after its last use on this member, as etcd's")
 	fs.IntVar(&cfg.BcryptCost, "bcrypt-cost", bcrypt.DefaultCost, "bcrypt cost of etcd user password hashes (4..31)")
 	fs.DurationVar(&cfg.TickTime, "tick-time", 2*time.Second, "ZooKeeper tickTime: session timeouts default to 2x..20x of it")
 	fs.DurationVar(&cfg.MinSessionTimeout, "min-session-timeout", 0, "smallest ZooKeeper session timeout granted (default 2x tick-time)")
@@ -178,11 +190,22 @@ func parseConfig(args, environ []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&cfg.ClientTLS.Key, "key-file", "", "client TLS key (PEM)")
 	fs.StringVar(&cfg.ClientTLS.CA, "trusted-ca-file", "", "CA bundle (PEM) that client certificates must chain to")
 	fs.BoolVar(&cfg.ClientTLS.ClientCertAuth, "client-cert-auth", false, "require every client to present a certificate that chains to --trusted-ca-file")
+	fs.StringVar(&cfg.ClientTLS.CRL, "client-crl-file", "", "certificate revocation list (DER or PEM): clients presenting a certificate it lists are refused at the handshake; reread when the file changes")
+	fs.BoolVar(&cfg.AutoTLS, "auto-tls", false, "without --cert-file: serve the client ports over TLS with a self-signed certificate made at the first start (kept under the data directory, fixtures/client); it encrypts but proves nothing, so clients must skip verifying it, as with etcd's flag")
+	fs.StringVar(&cfg.HTTPTLS.Cert, "http-cert-file", "", "the HTTP port's own TLS certificate (PEM); default: the client certificate flags serve it")
+	fs.StringVar(&cfg.HTTPTLS.Key, "http-key-file", "", "the HTTP port's own TLS key (PEM)")
+	fs.StringVar(&cfg.HTTPTLS.CA, "http-trusted-ca-file", "", "CA bundle (PEM) that client certificates on the HTTP port must chain to")
+	fs.BoolVar(&cfg.HTTPTLS.ClientCertAuth, "http-client-cert-auth", false, "require every HTTP client to present a certificate that chains to --http-trusted-ca-file")
+	fs.StringVar(&cfg.HTTPTLS.CRL, "http-crl-file", "", "certificate revocation list for the HTTP port's clients (with --http-cert-file)")
 	fs.StringVar(&cfg.PeerTLS.Cert, "peer-cert-file", "", "peer TLS certificate (PEM); it must hold the DNS SAN janus-member-<id>")
 	fs.StringVar(&cfg.PeerTLS.Key, "peer-key-file", "", "peer TLS key (PEM)")
 	fs.StringVar(&cfg.PeerTLS.CA, "peer-trusted-ca-file", "", "CA bundle (PEM) that peer certificates must chain to")
 	fs.BoolVar(&cfg.PeerTLS.ClientCertAuth, "peer-client-cert-auth", true, "require peers to present certificates (always on with peer TLS: a member's ID is bound to its certificate)")
+	fs.BoolVar(&cfg.PeerAutoTLS, "peer-auto-tls", false, "without --peer-cert-file: encrypt the peer port with a self-signed certificate made at the first start (fixtures/peer in the data directory), as etcd's flag; it authenticates no member, so any host reaching the peer port is trusted on the ID it claims")
+	fs.StringVar(&cfg.PeerTLS.CRL, "peer-crl-file", "", "certificate revocation list (DER or PEM): peers presenting a certificate it lists are refused at the handshake, both ways")
 	ciphers := fs.String("cipher-suites", "", "TLS 1.2 cipher suites allowed on every port, comma separated, as Go names them (default: Go's)")
+	tlsMin := fs.String("tls-min-version", "TLS1.2", "oldest TLS version every port accepts: TLS1.2 or TLS1.3")
+	tlsMax := fs.String("tls-max-version", "", "newest TLS version every port accepts: TLS1.2 or TLS1.3 (empty: Go's newest)")
 	fs.BoolVar(&cfg.EnablePprof, "enable-pprof", false, "serve /debug/pprof on the HTTP port")
 	cors := fs.String("cors", "", "origins allowed to call the HTTP port from a browser, comma separated (* for any; default: none)")
 	hosts := fs.String("host-whitelist", "", "Host: header values the HTTP port accepts, comma separated (* for any; default: loopback names only when --http-listen is a loopback address, else any)")
@@ -224,6 +247,15 @@ func parseConfig(args, environ []string, stderr io.Writer) (Config, error) {
 	var err error
 	if cfg.CipherSuites, err = tlsfiles.ParseCipherSuites(*ciphers); err != nil {
 		return cfg, fmt.Errorf("--cipher-suites: %w", err)
+	}
+	if cfg.TLSMinVersion, err = tlsfiles.ParseVersion(*tlsMin); err != nil {
+		return cfg, fmt.Errorf("--tls-min-version: %w", err)
+	}
+	if cfg.TLSMaxVersion, err = tlsfiles.ParseVersion(*tlsMax); err != nil {
+		return cfg, fmt.Errorf("--tls-max-version: %w", err)
+	}
+	if err := tlsfiles.CheckVersions(cfg.TLSMinVersion, cfg.TLSMaxVersion, cfg.CipherSuites); err != nil {
+		return cfg, fmt.Errorf("--tls-min-version, --tls-max-version, --cipher-suites: %w", err)
 	}
 	cfg.CORS, cfg.HostWhitelist = splitList(*cors), splitList(*hosts)
 	if err := checkTLS(cfg); err != nil {
@@ -292,16 +324,27 @@ func checkTLS(cfg Config) error {
 	for _, side := range []struct {
 		prefix string
 		f      tlsFlags
-	}{{"", cfg.ClientTLS}, {"peer-", cfg.PeerTLS}} {
+	}{{"", cfg.ClientTLS}, {"peer-", cfg.PeerTLS}, {"http-", cfg.HTTPTLS}} {
 		if (side.f.Cert == "") != (side.f.Key == "") {
 			return fmt.Errorf("--%scert-file and --%skey-file go together", side.prefix, side.prefix)
 		}
+		auto := side.prefix == "" && cfg.AutoTLS || side.prefix == "peer-" && cfg.PeerAutoTLS
 		if side.f.Cert == "" && side.f.CA != "" {
 			return fmt.Errorf("--%strusted-ca-file needs --%scert-file", side.prefix, side.prefix)
+		}
+		crl := side.prefix + "crl-file"
+		if side.prefix == "" {
+			crl = "client-crl-file"
+		}
+		if side.f.Cert == "" && !auto && side.f.CRL != "" {
+			return fmt.Errorf("--%s needs --%scert-file", crl, side.prefix)
 		}
 	}
 	if cfg.ClientTLS.ClientCertAuth && cfg.ClientTLS.CA == "" {
 		return errors.New("--client-cert-auth needs --trusted-ca-file")
+	}
+	if cfg.HTTPTLS.ClientCertAuth && cfg.HTTPTLS.CA == "" {
+		return errors.New("--http-client-cert-auth needs --http-trusted-ca-file")
 	}
 	if cfg.PeerTLS.Cert != "" {
 		if cfg.PeerTLS.CA == "" {
@@ -311,8 +354,8 @@ func checkTLS(cfg Config) error {
 			return errors.New("--peer-client-cert-auth=false is not supported: a member's ID is bound to the certificate it presents")
 		}
 	}
-	if cfg.ZKSecureListen != "" && cfg.ClientTLS.Cert == "" {
-		return errors.New("--zk-secure-listen needs --cert-file and --key-file")
+	if cfg.ZKSecureListen != "" && cfg.ClientTLS.Cert == "" && !cfg.AutoTLS {
+		return errors.New("--zk-secure-listen needs --cert-file and --key-file (or --auto-tls)")
 	}
 	if cfg.ZKListen == "" && cfg.ZKSecureListen == "" {
 		return errors.New("--zk-listen may be empty only with --zk-secure-listen")

@@ -68,7 +68,7 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer, ready chan<- Addrs
 		return err
 	}
 	go releaseWhenQuiet(ctx, quietCheckEvery)
-	logger.Info("janus started", "data_dir", cfg.DataDir, "etcd", n.addrs.Etcd, "zookeeper", n.addrs.ZK, "zookeeper_tls", n.addrs.ZKSecure, "http", n.addrs.HTTP, "client_tls", cfg.ClientTLS.Enabled(), "peer_tls", cfg.PeerTLS.Enabled())
+	logger.Info("janus started", "data_dir", cfg.DataDir, "etcd", n.addrs.Etcd, "zookeeper", n.addrs.ZK, "zookeeper_tls", n.addrs.ZKSecure, "http", n.addrs.HTTP, "client_tls", cfg.ClientTLS.Enabled() || cfg.AutoTLS, "peer_tls", cfg.PeerTLS.Enabled() || cfg.PeerAutoTLS)
 	if ready != nil {
 		ready <- n.addrs
 	}

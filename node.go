@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -37,6 +38,81 @@ type node struct {
 	served      chan error
 }
 
+// tlsOptions are the flags' options for one side's certificates.
+func tlsOptions(cfg Config, clientCertAuth, selfSigned bool) tlsfiles.Options {
+	return tlsfiles.Options{
+		ClientCertAuth: clientCertAuth,
+		CipherSuites:   cfg.CipherSuites,
+		MinVersion:     cfg.TLSMinVersion,
+		MaxVersion:     cfg.TLSMaxVersion,
+		SelfSigned:     selfSigned,
+	}
+}
+
+// clientSources loads the client ports' certificates (nil: plaintext),
+// making the self-signed one first under --auto-tls, and the HTTP port's:
+// its own with --http-cert-file, else the client ports'.
+func clientSources(cfg Config, logger *slog.Logger) (client, httpPort *tlsfiles.Source, err error) {
+	files := cfg.ClientTLS.Files
+	auto := cfg.AutoTLS && !cfg.ClientTLS.Enabled()
+	if cfg.AutoTLS && !auto {
+		logger.Warn("ignoring --auto-tls since --cert-file is given")
+	}
+	if auto {
+		hosts := []string{cfg.EtcdListen, cfg.ZKSecureListen, cfg.HTTPListen, cfg.AdvertiseEtcd, cfg.AdvertiseZK}
+		self, err := tlsfiles.SelfCert(filepath.Join(cfg.DataDir, "fixtures", "client"), hosts, logger.With("tls", "client"))
+		if err != nil {
+			return nil, nil, fmt.Errorf("--auto-tls: %w", err)
+		}
+		self.CRL = files.CRL
+		files = self
+	}
+	if files.Enabled() {
+		client, err = tlsfiles.New(files, tlsOptions(cfg, cfg.ClientTLS.ClientCertAuth, auto), logger.With("tls", "client"))
+		if err != nil {
+			return nil, nil, fmt.Errorf("client TLS: %w", err)
+		}
+	}
+	httpPort = client
+	if cfg.HTTPTLS.Enabled() {
+		httpPort, err = tlsfiles.New(cfg.HTTPTLS.Files, tlsOptions(cfg, cfg.HTTPTLS.ClientCertAuth, false), logger.With("tls", "http"))
+		if err != nil {
+			return nil, nil, fmt.Errorf("HTTP TLS: %w", err)
+		}
+	}
+	return client, httpPort, nil
+}
+
+// peerSource is the zab transport's TLS (nil: plaintext): the peer
+// certificate flags, or under --peer-auto-tls a self-signed certificate
+// that encrypts but authenticates no member.
+func peerSource(cfg Config, logger *slog.Logger) (*zab.PeerTLS, error) {
+	log := logger.With("tls", "peer")
+	files := cfg.PeerTLS.Files
+	auto := cfg.PeerAutoTLS && !cfg.PeerTLS.Enabled()
+	if cfg.PeerAutoTLS && !auto {
+		log.Warn("ignoring --peer-auto-tls since --peer-cert-file is given")
+	}
+	if auto {
+		hosts := []string{cfg.Peers[cfg.ID], cfg.Observers[cfg.ID], zab.PeerCertName(cfg.ID)}
+		self, err := tlsfiles.SelfCert(filepath.Join(cfg.DataDir, "fixtures", "peer"), hosts, log)
+		if err != nil {
+			return nil, fmt.Errorf("--peer-auto-tls: %w", err)
+		}
+		self.CRL = files.CRL
+		files = self
+		log.Warn("--peer-auto-tls: peer traffic is encrypted, but members are not authenticated: any host that reaches the peer port is trusted on the member ID it claims")
+	}
+	if !files.Enabled() {
+		return nil, nil
+	}
+	src, err := tlsfiles.New(files, tlsOptions(cfg, !auto, auto), log)
+	if err != nil {
+		return nil, fmt.Errorf("peer TLS: %w", err)
+	}
+	return &zab.PeerTLS{Server: src.ServerConfig(), Client: src.ClientConfig, Unauthenticated: auto}, nil
+}
+
 // listen opens a TCP listener with a one-line error a person can act on.
 func listen(what, addr string) (net.Listener, error) {
 	l, err := net.Listen("tcp", addr)
@@ -51,20 +127,13 @@ func listen(what, addr string) (net.Listener, error) {
 
 func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 	// Certificates first: a wrong path should fail before anything starts.
-	var clientTLS, peerTLS *tlsfiles.Source
-	if cfg.ClientTLS.Enabled() {
-		clientTLS, err = tlsfiles.New(cfg.ClientTLS.Files, tlsfiles.Options{ClientCertAuth: cfg.ClientTLS.ClientCertAuth, CipherSuites: cfg.CipherSuites}, logger.With("tls", "client"))
-		if err != nil {
-			return nil, fmt.Errorf("client TLS: %w", err)
-		}
+	clientTLS, httpTLS, err := clientSources(cfg, logger)
+	if err != nil {
+		return nil, err
 	}
-	var zabTLS *zab.PeerTLS
-	if cfg.PeerTLS.Enabled() {
-		peerTLS, err = tlsfiles.New(cfg.PeerTLS.Files, tlsfiles.Options{ClientCertAuth: true, CipherSuites: cfg.CipherSuites}, logger.With("tls", "peer"))
-		if err != nil {
-			return nil, fmt.Errorf("peer TLS: %w", err)
-		}
-		zabTLS = &zab.PeerTLS{Server: peerTLS.ServerConfig(), Client: peerTLS.ClientConfig}
+	zabTLS, err := peerSource(cfg, logger)
+	if err != nil {
+		return nil, err
 	}
 
 	// Listen next: a port in use should fail before the data dir is touched.
@@ -183,6 +252,7 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 		DisableExtendedTypes: cfg.DisableExtendedTypes,
 		EnforceQuota:         cfg.EnforceQuota,
 		Dirs:                 member.Dirs,
+		RootToken:            n.etcd.RootToken,
 	})
 	reg.WatchMember(member, metrics.MemberOptions{Version: etcdapi.DefaultVersion})
 	reg.WatchZooKeeper(n.zk)
@@ -217,8 +287,8 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 	// Both faces ride out temporary accept errors themselves; net/http
 	// would too, but logs each retry: this logs a burst once.
 	var httpInner net.Listener = ls[3]
-	if clientTLS != nil {
-		httpInner = tls.NewListener(httpInner, clientTLS.ServerConfig("h2", "http/1.1"))
+	if httpTLS != nil {
+		httpInner = tls.NewListener(httpInner, httpTLS.ServerConfig("h2", "http/1.1"))
 	}
 	httpL := accept.Patient(httpInner, logger.With("face", "http"))
 	if clientTLS != nil {

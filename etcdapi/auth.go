@@ -201,6 +201,20 @@ func (s *Server) requireRoot(ctx context.Context) error {
 	return c.root()
 }
 
+// RootToken reports whether token (an Authenticate answer, bare or as
+// "Bearer <token>") acts as a root user now: valid, issued at the current
+// auth revision, for a user with the root role. Other faces use it for
+// requests that cannot go through gRPC (the ZooKeeper admin commands).
+func (s *Server) RootToken(token string) bool {
+	st := s.b.Auth()
+	if !st.Enabled {
+		return false
+	}
+	user, rev, ok := s.tokens.info(st, strings.TrimPrefix(token, "Bearer "), time.Now())
+	c := &caller{st: st, user: user, rev: rev}
+	return ok && c.authorized() == nil && st.IsRoot(user)
+}
+
 // requireUser refuses a request that names no user while auth is on.
 func (s *Server) requireUser(ctx context.Context) error {
 	c, err := s.caller(ctx)

@@ -106,7 +106,7 @@ func (c Config) withDefaults() Config {
 		c.MemberName = "janus"
 	}
 	if c.Tokens == nil {
-		c.Tokens = simpleTokens{ttl: DefaultTokenTTL}
+		c.Tokens = newSimpleTokens(DefaultTokenTTL)
 	}
 	if c.BcryptCost == 0 {
 		c.BcryptCost = bcrypt.DefaultCost

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -59,7 +60,7 @@ func NewTokenProvider(spec string, ttl time.Duration) (TokenProvider, error) {
 		if len(opts) > 0 {
 			return nil, fmt.Errorf("etcdapi: simple tokens take no options")
 		}
-		return simpleTokens{ttl: ttl}, nil
+		return newSimpleTokens(ttl), nil
 	case "jwt":
 		return newJWTTokens(opts)
 	}
@@ -67,16 +68,35 @@ func NewTokenProvider(spec string, ttl time.Duration) (TokenProvider, error) {
 }
 
 // simpleTokens are opaque to clients, as etcd's simple tokens are, but
-// self-contained: the user, the auth revision and an expiry, signed with
-// HMAC-SHA256 under the key the auth store drew when auth was enabled. So
-// any member verifies any member's token, a restart loses none, and
-// disabling auth (or enabling it again) voids them all. Unlike etcd's, a
-// simple token's lifetime runs from its issue, not from its last use.
-type simpleTokens struct{ ttl time.Duration }
+// self-contained: the user, the auth revision and a first expiry, signed
+// with HMAC-SHA256 under the key the auth store drew when auth was
+// enabled. So any member verifies any member's token, and disabling auth
+// (or enabling it again) voids them all.
+//
+// As etcd's simpleTokenTTLKeeper does, a token stays valid for ttl after
+// its last use on this member: each member keeps the deadline of every
+// token it has seen and moves it on at each use. A token this member has
+// not seen (issued by another member, or before a restart) is taken while
+// its signed first expiry (issue + ttl) has not passed, and from then on
+// kept here. etcd's tokens live per member the same way: one left idle
+// on a member for ttl is gone there, and clientv3 authenticates again.
+type simpleTokens struct {
+	ttl time.Duration
+
+	mu sync.Mutex
+	// deadline is each known token's expiry; entries past it are swept
+	// at most once per ttl, from the calls themselves (no goroutine).
+	deadline  map[string]time.Time
+	nextSweep time.Time
+}
+
+func newSimpleTokens(ttl time.Duration) *simpleTokens {
+	return &simpleTokens{ttl: ttl, deadline: map[string]time.Time{}}
+}
 
 const simpleMACBytes = 16
 
-func (t simpleTokens) assign(st *core.AuthState, user string, now time.Time) (string, error) {
+func (t *simpleTokens) assign(st *core.AuthState, user string, now time.Time) (string, error) {
 	var nonce [8]byte
 	if _, err := rand.Read(nonce[:]); err != nil {
 		return "", fmt.Errorf("etcdapi: token nonce: %w", err)
@@ -86,10 +106,15 @@ func (t simpleTokens) assign(st *core.AuthState, user string, now time.Time) (st
 	b = append(b, nonce[:]...)
 	b = append(b, user...)
 	enc := base64.RawURLEncoding
-	return enc.EncodeToString(b) + "." + enc.EncodeToString(tokenMAC(st.TokenKey, b)), nil
+	token := enc.EncodeToString(b) + "." + enc.EncodeToString(tokenMAC(st.TokenKey, b))
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.sweep(now)
+	t.deadline[token] = now.Add(t.ttl)
+	return token, nil
 }
 
-func (t simpleTokens) info(st *core.AuthState, token string, now time.Time) (string, uint64, bool) {
+func (t *simpleTokens) info(st *core.AuthState, token string, now time.Time) (string, uint64, bool) {
 	p, m, ok := strings.Cut(token, ".")
 	if !ok || len(st.TokenKey) == 0 {
 		return "", 0, false
@@ -100,10 +125,46 @@ func (t simpleTokens) info(st *core.AuthState, token string, now time.Time) (str
 	if err1 != nil || err2 != nil || len(b) < 24 || !hmac.Equal(mac, tokenMAC(st.TokenKey, b)) {
 		return "", 0, false
 	}
-	if now.UnixMilli() >= int64(binary.BigEndian.Uint64(b[8:16])) {
+	if !t.use(token, time.UnixMilli(int64(binary.BigEndian.Uint64(b[8:16]))), now) {
 		return "", 0, false
 	}
 	return string(b[24:]), binary.BigEndian.Uint64(b[:8]), true
+}
+
+// use reports whether a verified token is still alive at now, and if so
+// moves its deadline to now + ttl. firstExpiry is the one signed into
+// the token, which decides for a token this member has not seen: every
+// deadline kept here is at or after it, so a token swept after its
+// deadline cannot come back through it.
+func (t *simpleTokens) use(token string, firstExpiry, now time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.sweep(now)
+	d, known := t.deadline[token]
+	if !known {
+		d = firstExpiry
+	}
+	if !now.Before(d) {
+		delete(t.deadline, token)
+		return false
+	}
+	t.deadline[token] = now.Add(t.ttl)
+	return true
+}
+
+// sweep forgets the tokens whose deadline has passed, at most once per
+// ttl, so that the map holds at most the tokens used within two ttls.
+// t.mu is held.
+func (t *simpleTokens) sweep(now time.Time) {
+	if now.Before(t.nextSweep) {
+		return
+	}
+	for tok, d := range t.deadline {
+		if !now.Before(d) {
+			delete(t.deadline, tok)
+		}
+	}
+	t.nextSweep = now.Add(t.ttl)
 }
 
 func tokenMAC(key, b []byte) []byte {

@@ -91,6 +91,31 @@ func TestEtcdUsersMeetZooKeeperACLs(t *testing.T) {
 		{"alice reads a znode her ACL entry allows", func() error { _, err := alice.Get(ctx, "/shared"); return err }, true},
 		{"alice reads a znode closed to her", func() error { _, err := alice.Get(ctx, "/locked"); return err }, false},
 		{"alice reads a range holding it", func() error { _, err := alice.Get(ctx, "/", clientv3.WithRange("/u")); return err }, false},
+		{"alice counts a range holding it", func() error {
+			_, err := alice.Get(ctx, "/", clientv3.WithRange("/u"), clientv3.WithCountOnly())
+			return err
+		}, false},
+		{"alice counts the znode closed to her", func() error { _, err := alice.Get(ctx, "/locked", clientv3.WithCountOnly()); return err }, false},
+		{"alice lists the keys of a range holding it", func() error {
+			_, err := alice.Get(ctx, "/", clientv3.WithRange("/u"), clientv3.WithKeysOnly())
+			return err
+		}, false},
+		{"alice counts a range holding it, serializable", func() error {
+			_, err := alice.Get(ctx, "/", clientv3.WithRange("/u"), clientv3.WithCountOnly(), clientv3.WithSerializable())
+			return err
+		}, false},
+		{"alice counts it in a txn", func() error {
+			_, err := alice.Txn(ctx).Then(clientv3.OpGet("/", clientv3.WithRange("/u"), clientv3.WithCountOnly())).Commit()
+			return err
+		}, false},
+		{"alice counts it in a txn at an old revision", func() error {
+			_, err := alice.Txn(ctx).Then(clientv3.OpGet("/", clientv3.WithRange("/u"), clientv3.WithCountOnly(), clientv3.WithRev(2))).Commit()
+			return err
+		}, false},
+		{"alice counts a range of znodes open to her", func() error {
+			_, err := alice.Get(ctx, "/shared", clientv3.WithCountOnly())
+			return err
+		}, true},
 		{"alice overwrites a znode closed to her", func() error { _, err := alice.Put(ctx, "/locked", "x"); return err }, false},
 		{"alice overwrites a znode she may only read", func() error { _, err := alice.Put(ctx, "/shared", "x"); return err }, false},
 		{"alice deletes a child of a znode that denies her delete", func() error { _, err := alice.Delete(ctx, "/locked/child"); return err }, false},

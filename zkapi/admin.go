@@ -23,6 +23,10 @@ func (s *Server) AdminHandler() http.Handler {
 			writeJSON(w, http.StatusNotFound, map[string]any{"command": name, "error": "Command not found: " + name})
 			return
 		}
+		if restrictedCommands[canonical] && s.restricted() && !s.rootRequest(r) {
+			writeJSON(w, http.StatusUnauthorized, map[string]any{"command": canonical, "error": "etcd authentication is enabled: this command needs an etcd root token in the Authorization header"})
+			return
+		}
 		s.awaitReady()
 		if canonical != "environment" && !s.backend.Status().ServesSessions() {
 			// As ZooKeeper's AdminServer answers a command that needs a

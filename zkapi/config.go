@@ -50,6 +50,11 @@ type Config struct {
 	// Clock is the wall clock the reaper compares TTLs with (default
 	// time.Now).
 	Clock func() time.Time
+	// RootToken reports whether an etcd auth token names a root user
+	// under the current auth state; with etcd auth on, the admin commands
+	// that show sessions need one (see adminauth.go). nil refuses every
+	// token.
+	RootToken func(token string) bool
 }
 
 func (c Config) withDefaults() Config {

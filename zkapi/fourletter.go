@@ -27,9 +27,12 @@ func (c *conn) fourLetterWord() bool {
 	cmd := string(head)
 	c.countReceived()
 	var out string
-	if !c.srv.allowed(cmd) {
+	switch {
+	case !c.srv.allowed(cmd):
 		out = cmd + " is not executed because it is not in the whitelist.\n"
-	} else {
+	case restrictedWords[cmd] && c.srv.restricted():
+		out = wordRefusal(cmd)
+	default:
 		out = c.srv.fourLetterText(cmd)
 	}
 	if out != "" {

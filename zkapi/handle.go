@@ -2,6 +2,7 @@ package zkapi
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -113,7 +114,7 @@ func (c *conn) handle(op jute.OpCode, rec jute.Record, ids []core.ID) reply {
 		return c.multiRead(rec.(*jute.MultiRequest), ids)
 	case jute.OpExists:
 		r := rec.(*jute.ExistsRequest)
-		return c.exists(r.Path, r.Watch)
+		return c.exists(r.Path, r.Watch, ids)
 	case jute.OpGetData:
 		r := rec.(*jute.GetDataRequest)
 		return c.getData(r.Path, r.Watch, ids)
@@ -456,8 +457,15 @@ func lookup(v core.View, path string) (*core.Node, *core.Dir, error) {
 	return core.TreeNode(v, []byte(path))
 }
 
-func (c *conn) exists(path string, watch bool) reply {
+// exists answers as ZooKeeper's, which checks no ACL, except on a key an
+// etcd role covers: there, as etcd refuses a count_only Range of a key
+// the user may not read, a session without the etcd right gets NoAuth
+// (and no watch), whether or not the znode exists.
+func (c *conn) exists(path string, watch bool, ids []core.ID) reply {
 	return c.view(watch, func(v core.ReadView) reply {
+		if !c.srv.backend.Auth().ZKPermitted([]byte(path), core.PermRead, ids) {
+			return reply{code: jute.CodeNoAuth}
+		}
 		n, d, err := lookup(v, path)
 		if err != nil {
 			return reply{fail: err}
@@ -503,13 +511,45 @@ func (c *conn) getData(path string, watch bool, ids []core.ID) reply {
 	})
 }
 
-func children(v core.View, path string) ([]string, error) {
+// errHidden is children's and countDescendants' refusal: the answer would
+// reveal a znode that etcd's role permissions hide from the caller.
+var errHidden = errors.New("a child is hidden by etcd role permissions")
+
+// etcdReadable says which keys ids may learn of under st's etcd role
+// permissions (all of them with etcd auth off): a key a role covers only
+// with the etcd right to read it.
+func etcdReadable(st *core.AuthState, ids []core.ID) func(key []byte) bool {
+	return func(key []byte) bool { return st.ZKPermitted(key, core.PermRead, ids) }
+}
+
+// children lists the names under path. A listing that would name a key
+// readable refuses is refused whole (errHidden), as etcd refuses a
+// keys_only Range for one unreadable key; ZooKeeper's own rule (READ on
+// the parent) is the caller's to check.
+func children(v core.View, path string, readable func(key []byte) bool) ([]string, error) {
 	out := []string{}
+	hidden := false
 	err := core.TreeChildren(v, []byte(path), func(name []byte) bool {
+		if !readable(core.JoinPath([]byte(path), name)) {
+			hidden = true
+			return false
+		}
 		out = append(out, string(name))
 		return true
 	})
+	if err == nil && hidden {
+		err = errHidden
+	}
 	return out, err
+}
+
+// hiddenOr turns errHidden into NoAuth and any other error into a failed
+// read.
+func hiddenOr(err error) reply {
+	if errors.Is(err, errHidden) {
+		return reply{code: jute.CodeNoAuth}
+	}
+	return reply{fail: err}
 }
 
 func (c *conn) getChildren(path string, watch, withStat bool, ids []core.ID) reply {
@@ -518,9 +558,9 @@ func (c *conn) getChildren(path string, watch, withStat bool, ids []core.ID) rep
 		if !ok {
 			return refused
 		}
-		kids, err := children(v, path)
+		kids, err := children(v, path, etcdReadable(c.srv.backend.Auth(), ids))
 		if err != nil {
-			return reply{fail: err}
+			return hiddenOr(err)
 		}
 		if watch {
 			c.srv.watches.addLocked(&c.srv.watches.child, path, c, watchEntry{armedAt: v.Rev()})
@@ -548,29 +588,42 @@ func (c *conn) getACL(path string, ids []core.ID) reply {
 
 func (c *conn) getAllChildrenNumber(path string, ids []core.ID) reply {
 	return c.view(false, func(v core.ReadView) reply {
-		_, _, refused, ok := readTarget(v, c.srv.backend.Auth(), path, core.PermRead, ids)
+		st := c.srv.backend.Auth()
+		_, _, refused, ok := readTarget(v, st, path, core.PermRead, ids)
 		if !ok {
 			return refused
 		}
-		total, err := countDescendants(v, []byte(path))
+		total, err := countDescendants(v, []byte(path), etcdReadable(st, ids))
 		if err != nil {
-			return reply{fail: err}
+			return hiddenOr(err)
 		}
 		return reply{body: &jute.GetAllChildrenNumberResponse{TotalNumber: int32(total)}}
 	})
 }
 
-func countDescendants(v core.View, path []byte) (int, error) {
+// countDescendants counts the znodes below path. A count that would
+// include a key readable refuses is refused whole (errHidden), as etcd
+// refuses a count_only Range for one unreadable key.
+func countDescendants(v core.View, path []byte, readable func(key []byte) bool) (int, error) {
 	var kids [][]byte
+	hidden := false
 	if err := core.TreeChildren(v, path, func(name []byte) bool {
-		kids = append(kids, core.JoinPath(path, name))
+		k := core.JoinPath(path, name)
+		if !readable(k) {
+			hidden = true
+			return false
+		}
+		kids = append(kids, k)
 		return true
 	}); err != nil {
 		return 0, err
 	}
+	if hidden {
+		return 0, errHidden
+	}
 	total := len(kids)
 	for _, k := range kids {
-		n, err := countDescendants(v, k)
+		n, err := countDescendants(v, k, readable)
 		if err != nil {
 			return 0, err
 		}
@@ -633,8 +686,12 @@ func (c *conn) multiRead(req *jute.MultiRequest, ids []core.ID) reply {
 			case op.Type == jute.OpGetData:
 				resp.Results[i] = jute.MultiResult{Type: jute.OpGetData, Data: n.Value, Stat: toStat(n, d)}
 			default:
-				kids, err := children(v, path)
-				if err != nil {
+				kids, err := children(v, path, etcdReadable(c.srv.backend.Auth(), ids))
+				switch {
+				case errors.Is(err, errHidden):
+					resp.Results[i] = jute.MultiResult{Type: jute.OpError, Err: jute.CodeNoAuth}
+					continue
+				case err != nil:
 					return reply{fail: err}
 				}
 				resp.Results[i] = jute.MultiResult{Type: jute.OpGetChildren, Children: kids}

@@ -36,7 +36,7 @@ func NewCA(t testing.TB, name string) *CA {
 		NotAfter:              time.Now().Add(24 * time.Hour),
 		IsCA:                  true,
 		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
@@ -90,6 +90,29 @@ func (ca *CA) Issue(t testing.TB, cn string, names ...string) Pair {
 		Cert: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 		Key:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}),
 	}
+}
+
+// CRL is a certificate revocation list from ca, PEM encoded, revoking
+// the certificates of pairs.
+func (ca *CA) CRL(t testing.TB, pairs ...Pair) []byte {
+	t.Helper()
+	tmpl := &x509.RevocationList{Number: serial(t), ThisUpdate: time.Now().Add(-time.Hour), NextUpdate: time.Now().Add(24 * time.Hour)}
+	for _, p := range pairs {
+		b, _ := pem.Decode(p.Cert)
+		if b == nil {
+			t.Fatal("testcert: CRL: a pair without a PEM certificate")
+		}
+		c, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			t.Fatalf("testcert: CRL: %v", err)
+		}
+		tmpl.RevokedCertificateEntries = append(tmpl.RevokedCertificateEntries, x509.RevocationListEntry{SerialNumber: c.SerialNumber, RevocationTime: time.Now()})
+	}
+	der, err := x509.CreateRevocationList(rand.Reader, tmpl, ca.cert, ca.key)
+	if err != nil {
+		t.Fatalf("testcert: CRL: %v", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "X509 CRL", Bytes: der})
 }
 
 // Files are the paths a Pair and its CA were written to.

@@ -51,24 +51,7 @@ func TestReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", src.ServerConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				_ = c.(*tls.Conn).Handshake()
-				_, _ = c.Write([]byte{1})
-			}()
-		}
-	}()
+	addr := serve(t, src.ServerConfig())
 	client := ca.Issue(t, "client")
 	cf := ca.Write(t, client, dir, "client")
 	csrc, err := New(Files{Cert: cf.Cert, Key: cf.Key, CA: cf.CA}, Options{}, nil)
@@ -77,7 +60,7 @@ func TestReload(t *testing.T) {
 	}
 	served := func() []byte {
 		t.Helper()
-		c, err := tls.Dial("tcp", ln.Addr().String(), csrc.ClientConfig("localhost"))
+		c, err := tls.Dial("tcp", addr, csrc.ClientConfig("localhost"))
 		if err != nil {
 			t.Fatalf("dial: %v", err)
 		}
@@ -97,7 +80,7 @@ func TestReload(t *testing.T) {
 		t.Fatal("a broken key file replaced the working pair")
 	}
 	// Without a client certificate the handshake is refused.
-	c, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{RootCAs: csrc.ClientConfig("").RootCAs, ServerName: "localhost"})
+	c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: csrc.ClientConfig("").RootCAs, ServerName: "localhost"})
 	if err == nil {
 		_, err = c.Read(make([]byte, 1))
 		c.Close()
