@@ -111,12 +111,13 @@ type node struct {
 		CreateRevision int64  `json:"create_revision"`
 		ModRevision    int64  `json:"mod_revision"`
 		Version        int64  `json:"version"`
-		Lease          int64  `json:"lease"`
+		Lease          int64  `json:"lease,string"`
 	} `json:"etcd"`
 	ZK *struct {
 		Stat struct {
-			Czxid, Mzxid, Pzxid, EphemeralOwner int64
-			Version, Cversion, NumChildren      int32
+			Czxid, Mzxid, Pzxid  int64
+			EphemeralOwner       int64 `json:",string"`
+			Version, NumChildren int32
 		} `json:"stat"`
 		ACL []struct {
 			Perms, Scheme, ID string
@@ -198,7 +199,7 @@ func TestAPIShowsBothViews(t *testing.T) {
 
 	var sessions struct {
 		Sessions []struct {
-			ID     int64    `json:"id"`
+			ID     int64    `json:"id,string"`
 			Face   string   `json:"face"`
 			Client string   `json:"client"`
 			Keys   []string `json:"keys"`

@@ -42,7 +42,7 @@ const etcdRecipe = "etcd concurrency Mutex/Election (v3lock, v3election)"
 type contender struct {
 	Key   string `json:"key"`
 	Value string `json:"value"` // base64; an election's proposal
-	Lease int64  `json:"lease"`
+	Lease int64  `json:"lease,string"`
 	// Token is the fencing token: the key's create revision.
 	Token int64 `json:"token"`
 	seq   int64

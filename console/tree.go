@@ -50,7 +50,9 @@ type etcdKV struct {
 	CreateRevision int64  `json:"create_revision"`
 	ModRevision    int64  `json:"mod_revision"`
 	Version        int64  `json:"version"`
-	Lease          int64  `json:"lease"`
+	// Lease is a string, as in etcd's JSON: lease IDs are 64-bit and
+	// JavaScript numbers hold 53.
+	Lease int64 `json:"lease,string"`
 }
 
 func kvOf(n *core.Node) *etcdKV {
@@ -68,12 +70,34 @@ func kvOf(n *core.Node) *etcdKV {
 // console adds: whether it is implicit, its mode and TTL.
 type zkView struct {
 	Path     string    `json:"path"`
-	Stat     core.Stat `json:"stat"`
+	Stat     zkStat    `json:"stat"`
 	ACL      []aclView `json:"acl"`
 	Mode     string    `json:"mode"`
 	TTLMs    int64     `json:"ttlMs,omitempty"`
 	Implicit bool      `json:"implicit"`
 	System   bool      `json:"system"`
+}
+
+// zkStat is ZooKeeper's Stat with the field names zkCli prints;
+// ephemeralOwner is a session ID, 64-bit, so it travels as a string.
+type zkStat struct {
+	Czxid          int64 `json:"czxid"`
+	Mzxid          int64 `json:"mzxid"`
+	Ctime          int64 `json:"ctime"`
+	Mtime          int64 `json:"mtime"`
+	Version        int32 `json:"version"`
+	Cversion       int32 `json:"cversion"`
+	Aversion       int32 `json:"aversion"`
+	EphemeralOwner int64 `json:"ephemeralOwner,string"`
+	DataLength     int32 `json:"dataLength"`
+	NumChildren    int32 `json:"numChildren"`
+	Pzxid          int64 `json:"pzxid"`
+}
+
+func statOf(n *core.Node, d *core.Dir) zkStat {
+	s := core.StatOf(n, d)
+	return zkStat{Czxid: s.Czxid, Mzxid: s.Mzxid, Ctime: s.Ctime, Mtime: s.Mtime, Version: s.Version, Cversion: s.Cversion,
+		Aversion: s.Aversion, EphemeralOwner: s.EphemeralOwner, DataLength: s.DataLength, NumChildren: s.NumChildren, Pzxid: s.Pzxid}
 }
 
 // aclView is one ACL entry with ZooKeeper's permission letters.
@@ -120,7 +144,7 @@ func modeName(m core.Mode) string {
 
 // leaseView is the lease or session a node is attached to.
 type leaseView struct {
-	ID          int64  `json:"id"`
+	ID          int64  `json:"id,string"`
 	IDHex       string `json:"idHex"`
 	TTL         int64  `json:"ttl"`
 	RemainingMs int64  `json:"remainingMs"`
@@ -129,11 +153,14 @@ type leaseView struct {
 
 // nodeAnswer is both views of one key.
 type nodeAnswer struct {
-	Rev    int64      `json:"rev"`
-	Key    string     `json:"key"`
-	Key64  string     `json:"key64"`
-	IsPath bool       `json:"isPath"`
-	Exists bool       `json:"exists"`
+	Rev    int64  `json:"rev"`
+	Key    string `json:"key"`
+	Key64  string `json:"key64"`
+	IsPath bool   `json:"isPath"`
+	Exists bool   `json:"exists"`
+	// Hidden says the user may not read this node, only walk through it
+	// to keys below that it may read.
+	Hidden bool       `json:"hidden,omitempty"`
 	Etcd   *etcdKV    `json:"etcd"`
 	ZK     *zkView    `json:"zk"`
 	Lease  *leaseView `json:"lease,omitempty"`
@@ -146,7 +173,14 @@ func (c *Console) node(r *request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	a := nodeAnswer{Key: string(key), Key64: base64.StdEncoding.EncodeToString(key), IsPath: core.IsTreePath(key)}
 	if !c.mayRead(r, key, nil) {
+		if a.IsPath && c.mayBrowse(r, key) {
+			// A node on the way to what the user may read: it may walk
+			// through, but not look inside.
+			a.Hidden = true
+			return a, nil
+		}
 		return nil, &apiError{403, "etcdserver: permission denied"}
 	}
 	v, err := c.cfg.Backend.Read(r.Context(), 0)
@@ -154,7 +188,7 @@ func (c *Console) node(r *request) (any, error) {
 		return nil, err
 	}
 	defer v.Close()
-	a := nodeAnswer{Rev: v.Rev(), Key: string(key), Key64: base64.StdEncoding.EncodeToString(key), IsPath: core.IsTreePath(key)}
+	a.Rev = v.Rev()
 	var n *core.Node
 	if a.IsPath {
 		tn, d, err := core.TreeNode(v, key)
@@ -163,7 +197,7 @@ func (c *Console) node(r *request) (any, error) {
 		}
 		if tn != nil {
 			n = tn
-			a.ZK = &zkView{Path: string(key), Stat: core.StatOf(tn, d), ACL: aclOf(tn.ACL), Mode: modeName(tn.Mode),
+			a.ZK = &zkView{Path: string(key), Stat: statOf(tn, d), ACL: aclOf(tn.ACL), Mode: modeName(tn.Mode),
 				Implicit: tn.Implicit, System: core.IsSystemPath(key)}
 			if tn.Mode == core.ModeTTL {
 				a.ZK.TTLMs = tn.TTL
@@ -286,7 +320,10 @@ func (c *Console) mayBrowse(r *request, path []byte) bool {
 	if !st.Enabled || st.Permitted(r.user, path, nil, core.AuthRead) {
 		return true
 	}
-	below := append(append([]byte(nil), path...), '/')
+	below := []byte(core.RootPath)
+	if string(path) != core.RootPath {
+		below = append(append(below[:0:0], path...), '/')
+	}
 	return readOverlaps(st, r.user, below, prefixEnd(below))
 }
 

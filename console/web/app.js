@@ -146,16 +146,27 @@ function pathParts(path) {
   return out;
 }
 
+function parentOf(path) {
+  const i = path.lastIndexOf('/');
+  return i <= 0 ? '/' : path.slice(0, i);
+}
+
+// treeView shows a node and, beside it, its children; a leaf shows its
+// siblings instead, with itself selected.
 async function treeView(p) {
   const path = p.get('path') || '/';
   const key = p.get('key');
-  const parent = key !== null ? '/' : path;
+  const which = key !== null ? { key } : { path };
+  const n = await api('node', which);
+  let listed = path;
+  if (key !== null) listed = '/';
+  else if (path !== '/' && !n.hidden && (!n.zk || n.zk.stat.numChildren === 0)) listed = parentOf(path);
   const node = el('section', { class: 'panel', 'aria-labelledby': 'node-title' });
   const list = el('section', { class: 'panel', 'aria-label': 'Children' });
   main.append(el('div', { class: 'tree' }, list, node));
   await Promise.all([
-    childrenPanel(list, parent, key === null ? path : null, p.get('q') || ''),
-    nodePanel(node, key !== null ? { key } : { path }),
+    childrenPanel(list, listed, key === null ? path : null, p.get('q') || ''),
+    nodePanel(node, which, n),
   ]);
 }
 
@@ -279,10 +290,10 @@ function table(id, rows) {
 
 function fmtTime(ms) { return ms ? new Date(ms).toISOString() : '0'; }
 
-async function nodePanel(box, which) {
-  const n = await api('node', which);
+async function nodePanel(box, which, n) {
   const name = n.isPath ? n.key : JSON.stringify(n.key);
   box.append(el('h2', { id: 'node-title' }, name));
+  if (n.hidden) { box.append(el('p', { class: 'none', id: 'hidden' }, 'You may not read this node; the children listed are those you may reach.')); return; }
   if (!n.exists) { box.append(el('p', { class: 'none' }, 'No such node or key.'), writeForms(n)); return; }
   const flags = [];
   if (n.zk && n.zk.implicit) flags.push('implicit parent: ZooKeeper sees it, etcd does not');
@@ -295,14 +306,14 @@ async function nodePanel(box, which) {
   const kvSide = el('section', { class: 'face-etcd', 'aria-labelledby': 'etcd-title' }, el('h3', { id: 'etcd-title' }, 'etcd KeyValue'));
   if (n.etcd) {
     kvSide.append(table('etcd-kv', [['key', keyText(n.etcd.key)], ['create_revision', n.etcd.create_revision || 0], ['mod_revision', n.etcd.mod_revision || 0],
-      ['version', n.etcd.version || 0], ['lease', n.etcd.lease ? n.etcd.lease + ' (0x' + BigInt(n.etcd.lease).toString(16) + ')' : 0]]), valueBlock(n.etcd.value));
+      ['version', n.etcd.version || 0], ['lease', n.etcd.lease !== '0' ? n.etcd.lease + ' (0x' + BigInt(n.etcd.lease).toString(16) + ')' : '0']]), valueBlock(n.etcd.value));
   } else kvSide.append(el('p', { class: 'none', id: 'etcd-kv' }, 'etcd Range does not return this node.'));
   const zkSide = el('section', { class: 'face-zk', 'aria-labelledby': 'zk-title' }, el('h3', { id: 'zk-title' }, 'ZooKeeper Stat'));
   if (n.zk) {
     const s = n.zk.stat;
-    zkSide.append(table('zk-stat', [['czxid', '0x' + s.Czxid.toString(16)], ['mzxid', '0x' + s.Mzxid.toString(16)], ['pzxid', '0x' + s.Pzxid.toString(16)],
-      ['ctime', fmtTime(s.Ctime)], ['mtime', fmtTime(s.Mtime)], ['version', s.Version], ['cversion', s.Cversion], ['aversion', s.Aversion],
-      ['ephemeralOwner', '0x' + BigInt(s.EphemeralOwner).toString(16)], ['dataLength', s.DataLength], ['numChildren', s.NumChildren]]),
+    zkSide.append(table('zk-stat', [['czxid', '0x' + s.czxid.toString(16)], ['mzxid', '0x' + s.mzxid.toString(16)], ['pzxid', '0x' + s.pzxid.toString(16)],
+      ['ctime', fmtTime(s.ctime)], ['mtime', fmtTime(s.mtime)], ['version', s.version], ['cversion', s.cversion], ['aversion', s.aversion],
+      ['ephemeralOwner', '0x' + BigInt(s.ephemeralOwner).toString(16)], ['dataLength', s.dataLength], ['numChildren', s.numChildren]]),
     el('h3', {}, 'ACL'),
     el('table', { id: 'zk-acl' }, el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'scheme'), el('th', { scope: 'col' }, 'id'), el('th', { scope: 'col' }, 'perms'))),
       el('tbody', {}, n.zk.acl.map(a => el('tr', {}, el('td', {}, a.scheme), el('td', {}, a.id), el('td', {}, a.perms))))));
@@ -399,7 +410,7 @@ async function sessionsView() {
   for (const s of out.sessions) {
     const revoke = el('button', { type: 'button', class: 'danger', 'aria-label': 'Revoke ' + s.idHex, onclick: async () => {
       if (!confirm('Revoke ' + (s.session ? 'session' : 'lease') + ' 0x' + s.idHex + '? Its ' + s.keys.length + ' key(s) will be deleted.')) return;
-      try { await gateway('lease/revoke', { ID: String(s.id) }); route(); } catch (e) { say(e.message, 'err'); }
+      try { await gateway('lease/revoke', { ID: s.id }); route(); } catch (e) { say(e.message, 'err'); }
     } }, 'Revoke');
     tbody.append(el('tr', { 'data-lease': s.idHex },
       el('td', { class: 'num' }, '0x' + s.idHex), el('td', {}, s.face), el('td', { class: 'num' }, s.ttl + ' s'),
