@@ -399,6 +399,7 @@ func TestBrowserCluster(t *testing.T) {
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelectorAll('#members td.up').length === 3`, chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
 		t.Fatalf("waiting for three members up: %v", err)
 	}
+	waitText(t, ctx, "#chart-throughput", "Writes applied")
 	screenshot(t, ctx, "cluster")
 	j.c.Kill(2)
 	// The view refreshes itself; the killed member's row turns down.
@@ -428,4 +429,52 @@ func TestBrowserLogin(t *testing.T) {
 	}
 	run(t, ctx, "open a forbidden node", chromedp.Navigate(j.base+"/ui/?path=/secret/y"))
 	waitText(t, ctx, "main", "permission denied")
+}
+
+// TestBrowserMigration builds one of each thing a move would lose and
+// checks the readiness view lists each on its side, with the commands.
+func TestBrowserMigration(t *testing.T) {
+	j := start(t, 1)
+	ctx := browser(t)
+	conn := j.zkConn(t, 0)
+	for _, step := range []func() error{
+		func() error { _, err := conn.Create("/m", nil, 0, zk.WorldACL(zk.PermAll)); return err },
+		func() error {
+			_, err := conn.Create("/m/eph", nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+			return err
+		},
+		func() error {
+			_, err := conn.CreateContainer("/m/box", nil, zk.FlagContainer, zk.WorldACL(zk.PermAll))
+			return err
+		},
+		func() error {
+			_, err := conn.CreateTTL("/m/ttl", nil, zk.FlagTTL, zk.WorldACL(zk.PermAll), time.Hour)
+			return err
+		},
+		func() error {
+			_, err := conn.Create("/m/acl", nil, 0, zk.DigestACL(zk.PermAll, "bob", "pw"))
+			return err
+		},
+		func() error { _, err := j.etcd.Put(t.Context(), "/m\x01bad", "x"); return err },
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lease, err := j.etcd.Grant(t.Context(), 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.etcd.Put(t.Context(), "/m/leased", "x", clientv3.WithLease(lease.ID)); err != nil {
+		t.Fatal(err)
+	}
+	run(t, ctx, "open migration", chromedp.Navigate(j.base+"/ui/?view=migration&prefix=/m"))
+	for kind, key := range map[string]string{"ephemeral": "/m/eph", "container": "/m/box", "ttl": "/m/ttl", "acl": "/m/acl"} {
+		waitText(t, ctx, `#to-etcd tr[data-kind="`+kind+`"]`, key)
+	}
+	waitText(t, ctx, `#to-zk tr[data-kind="leased key"]`, "/m/leased")
+	waitText(t, ctx, `#to-zk tr[data-kind="non-path key"]`, "/m\x01bad")
+	waitText(t, ctx, "#to-etcd pre", "janus migrate --dry-run --from etcd://"+j.c.Nodes[0].EtcdAddr+"/m")
+	waitText(t, ctx, "#to-zk pre", "janus migrate --dry-run --from zk://"+j.c.Nodes[0].ZKAddr+"/m")
+	screenshot(t, ctx, "migration")
 }

@@ -71,14 +71,15 @@ func (c *Console) Register(mux *http.ServeMux) {
 	mux.Handle("GET /ui/", http.StripPrefix("/ui/", noCache(http.FileServerFS(static))))
 	mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
 	for path, h := range map[string]func(*request) (any, error){
-		"whoami":   c.whoami,
-		"node":     c.node,
-		"children": c.children,
-		"keys":     c.keys,
-		"history":  c.history,
-		"sessions": c.sessions,
-		"cluster":  c.cluster,
-		"locks":    c.locks,
+		"whoami":    c.whoami,
+		"node":      c.node,
+		"children":  c.children,
+		"keys":      c.keys,
+		"history":   c.history,
+		"sessions":  c.sessions,
+		"cluster":   c.cluster,
+		"locks":     c.locks,
+		"migration": c.migration,
 	} {
 		mux.Handle("GET /ui/api/"+path, c.api(h))
 	}

@@ -72,7 +72,7 @@ function go(query, replace) {
   route();
 }
 
-const views = { tree: treeView, sessions: sessionsView, locks: locksView, cluster: clusterView, events: eventsView };
+const views = { tree: treeView, sessions: sessionsView, locks: locksView, cluster: clusterView, events: eventsView, migration: migrationView };
 
 async function route() {
   stopView(); stopView = () => {};
@@ -449,13 +449,53 @@ async function locksView(p) {
 
 // ---- cluster ----
 
+// metricsSample reads the member's own Prometheus counters: proposals
+// applied, and the log's fsync and the store's commit durations.
+async function metricsSample() {
+  const res = await fetch('/metrics');
+  const body = await res.text();
+  const v = name => { const m = body.match(new RegExp('^' + name + ' ([0-9.e+-]+)$', 'm')); return m ? +m[1] : 0; };
+  return { t: performance.now(), applied: v('etcd_server_proposals_applied_total'),
+    fsyncSum: v('etcd_disk_wal_fsync_duration_seconds_sum'), fsyncCount: v('etcd_disk_wal_fsync_duration_seconds_count'),
+    commitSum: v('etcd_disk_backend_commit_duration_seconds_sum'), commitCount: v('etcd_disk_backend_commit_duration_seconds_count') };
+}
+
+// sparkline draws the last values as an SVG line, labelled for screen
+// readers with the latest value.
+function sparkline(id, title, values, unit) {
+  const w = 320, h = 60, max = Math.max(1e-9, ...values);
+  const pts = values.map((v, i) => `${(i / Math.max(1, values.length - 1)) * w},${h - (v / max) * (h - 4) - 2}`).join(' ');
+  const last = values.length ? values[values.length - 1] : 0;
+  const label = `${title}: ${last.toFixed(unit === 'ms' ? 2 : 1)} ${unit} now, ${max.toFixed(unit === 'ms' ? 2 : 1)} ${unit} peak`;
+  const svg = document.createElementNS('http://www.w3.org/2000/svg', 'svg');
+  svg.setAttribute('viewBox', `0 0 ${w} ${h}`); svg.setAttribute('width', w); svg.setAttribute('height', h);
+  svg.setAttribute('role', 'img'); svg.setAttribute('aria-label', label);
+  const line = document.createElementNS('http://www.w3.org/2000/svg', 'polyline');
+  line.setAttribute('points', pts); line.setAttribute('fill', 'none'); line.setAttribute('stroke', '#2457c5'); line.setAttribute('stroke-width', '2');
+  svg.append(line);
+  return el('figure', { id, class: 'chart' }, svg, el('figcaption', {}, label));
+}
+
 async function clusterView() {
   const box = el('section', { class: 'panel', 'aria-labelledby': 'cluster-title' });
   main.append(box);
-  let timer = 0, live = true;
+  let timer = 0, live = true, prev = null;
+  const rate = [], fsync = [], commit = [];
   stopView = () => { live = false; clearTimeout(timer); };
   async function draw() {
     const c = await api('cluster');
+    try {
+      const m = await metricsSample();
+      if (prev) {
+        const dt = (m.t - prev.t) / 1000;
+        const mean = (sum, count, psum, pcount) => count > pcount ? (sum - psum) / (count - pcount) * 1000 : 0;
+        rate.push((m.applied - prev.applied) / dt);
+        fsync.push(mean(m.fsyncSum, m.fsyncCount, prev.fsyncSum, prev.fsyncCount));
+        commit.push(mean(m.commitSum, m.commitCount, prev.commitSum, prev.commitCount));
+        for (const a of [rate, fsync, commit]) if (a.length > 60) a.shift();
+      }
+      prev = m;
+    } catch (e) { /* the charts wait for the next sample */ }
     const tbody = el('tbody');
     for (const m of c.members) {
       tbody.append(el('tr', { 'data-member': m.id },
@@ -468,7 +508,10 @@ async function clusterView() {
       table('cluster-summary', [['cluster id', c.clusterId], ['leader', c.leaderId === '0' ? 'none' : c.leaderId], ['epoch', c.epoch], ['revision', c.rev],
         ['compacted to', c.compactRev], ['db size', c.dbSize + ' bytes'], ['alarms', c.alarms.length ? c.alarms.join(', ') : 'none']]),
       el('h3', {}, 'Members'),
-      el('table', { id: 'members' }, el('thead', {}, el('tr', {}, ['member', 'role', 'health', 'epoch', 'applied', 'committed', 'lag', 'etcd', 'ZooKeeper', 'error'].map(h => el('th', { scope: 'col' }, h)))), tbody));
+      el('table', { id: 'members' }, el('thead', {}, el('tr', {}, ['member', 'role', 'health', 'epoch', 'applied', 'committed', 'lag', 'etcd', 'ZooKeeper', 'error'].map(h => el('th', { scope: 'col' }, h)))), tbody),
+      el('h3', {}, 'This member, live (every 2 s, from its /metrics)'),
+      el('div', { class: 'charts' }, sparkline('chart-throughput', 'Writes applied', rate, 'per s'),
+        sparkline('chart-fsync', 'Log fsync, mean', fsync, 'ms'), sparkline('chart-commit', 'Store commit, mean', commit, 'ms')));
   }
   async function loop() {
     try { await draw(); } catch (e) { say(e.message, 'err'); }
@@ -524,6 +567,30 @@ function addEvent(tbody, ev) {
     el('td', { class: 'etcd-event' }, e ? e.type + (e.type === 'PUT' ? ' version ' + (e.kv.version || 0) + ' value ' + JSON.stringify(text(unb64(e.kv.value)) ?? hex(unb64(e.kv.value))) : '') : el('span', { class: 'none' }, 'none (implicit parent)')),
     el('td', { class: 'zk-event' }, ev.zk.length ? ev.zk.map(z => z.type + ' ' + z.path).join(', ') : el('span', { class: 'none' }, 'none (not a path)'))));
   while (tbody.children.length > 500) tbody.lastChild.remove();
+}
+
+// ---- migration readiness ----
+
+async function migrationView(p) {
+  const prefix = p.get('prefix') || '/';
+  const input = el('input', { id: 'migration-prefix', value: prefix });
+  main.append(el('form', { class: 'inline panel', onsubmit: ev => { ev.preventDefault(); go({ view: 'migration', prefix: input.value }); } },
+    el('label', { for: 'migration-prefix' }, 'Subtree or key prefix', input), el('button', { type: 'submit' }, 'Check')));
+  const r = await api('migration', { prefix });
+  const side = (id, title, findings, cmd) => el('section', { 'aria-labelledby': id + '-title', id },
+    el('h3', { id: id + '-title' }, title),
+    findings && findings.length
+      ? el('table', {}, el('thead', {}, el('tr', {}, ['what', 'nodes', 'why', 'examples'].map(h => el('th', { scope: 'col' }, h)))),
+        el('tbody', {}, findings.map(f => el('tr', { 'data-kind': f.kind }, el('td', {}, f.kind), el('td', { class: 'num' }, f.count), el('td', {}, f.why),
+          el('td', {}, el('ul', {}, f.examples.map(k => el('li', {}, k))))))))
+      : el('p', { class: 'ok' }, 'Nothing here would be lost.'),
+    el('p', {}, 'Try it first with:'), el('pre', { class: 'value' }, cmd));
+  main.append(el('section', { class: 'panel', 'aria-labelledby': 'migration-title' },
+    el('h2', { id: 'migration-title' }, 'Migration readiness of ' + (prefix || 'everything')),
+    el('p', {}, r.scanned + ' keys checked at revision ' + r.rev + (r.truncated ? ' (stopped early: choose a narrower prefix)' : '') + '.'),
+    el('div', { class: 'two' },
+      side('to-etcd', 'Moving to pure etcd would lose', r.toEtcd, r.etcdCommand),
+      side('to-zk', 'Moving to pure ZooKeeper would lose', r.toZooKeeper, r.zkCommand))));
 }
 
 // ---- start ----
