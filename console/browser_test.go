@@ -107,7 +107,7 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 	if os.Getenv(screenshotsEnv) == "" {
 		return
 	}
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(90))
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatalf("screenshot: %v", err)
 	}
@@ -399,8 +399,29 @@ func TestBrowserCluster(t *testing.T) {
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelectorAll('#members td.up').length === 3`, chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
 		t.Fatalf("waiting for three members up: %v", err)
 	}
-	waitText(t, ctx, "#chart-throughput", "Writes applied")
+	// Writes while the page watches: the throughput chart, drawn from the
+	// member's own counters, must rise above zero.
+	wctx, stopWrites := context.WithCancel(t.Context())
+	writes := make(chan error, 1)
+	go func() {
+		for i := 0; wctx.Err() == nil; i++ {
+			if _, err := j.etcd.Put(wctx, fmt.Sprintf("/load/%d", i%100), "x"); err != nil && wctx.Err() == nil {
+				writes <- err
+				return
+			}
+		}
+		writes <- nil
+	}()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`(() => { const c = document.querySelector('#chart-throughput figcaption'); const l = document.querySelector('#chart-throughput polyline');
+		return !!c && / [1-9][0-9.]* per s peak/.test(c.textContent) && l.getAttribute('points').split(' ').length >= 3; })()`,
+		chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
+		t.Fatalf("the throughput chart never showed the writes: %v", err)
+	}
 	screenshot(t, ctx, "cluster")
+	stopWrites()
+	if err := <-writes; err != nil {
+		t.Fatalf("writes: %v", err)
+	}
 	j.c.Kill(2)
 	// The view refreshes itself; the killed member's row turns down.
 	waitText(t, ctx, `#members tr[data-member="3"] .health`, "down")
