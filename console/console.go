@@ -109,6 +109,20 @@ func (c *Console) mayRead(r *request, key, end []byte) bool {
 	return !st.Enabled || st.Permitted(r.user, key, end, core.AuthRead)
 }
 
+// mayReadNode adds to mayRead the check an etcd Range makes on a znode
+// with auth on: its ZooKeeper ACL must grant READ to etcd:<user> (root,
+// like ZooKeeper's super, passes).
+func (c *Console) mayReadNode(r *request, n *core.Node) bool {
+	if !c.mayRead(r, n.Key, nil) {
+		return false
+	}
+	st := c.cfg.Backend.Auth()
+	if !st.Enabled || st.IsRoot(r.user) {
+		return true
+	}
+	return core.CheckACL(n.ACL, core.PermRead, []core.ID{{Scheme: core.EtcdScheme, ID: r.user}})
+}
+
 // apiError is an error the API answers with its own status.
 type apiError struct {
 	status int

@@ -274,6 +274,15 @@ func TestAPIAuth(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Znodes whose ACL closes them to etcd:alice, and opens one to her:
+	// an etcd Range checks the ACL too, and so must the console.
+	conn := j.zkConn(t, 0)
+	if _, err := conn.Create("/team/a/closed", []byte("c"), 0, zk.DigestACL(zk.PermAll, "bob", "pw")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Create("/team/a/open", []byte("o"), 0, []zk.ACL{{Perms: zk.PermRead, Scheme: "etcd", ID: "alice"}}); err != nil {
+		t.Fatal(err)
+	}
 	enableAuth(t, j.etcd)
 
 	var answer map[string]any
@@ -289,9 +298,18 @@ func TestAPIAuth(t *testing.T) {
 	if code := j.get(t, token, "node", url.Values{"path": {"/secret/y"}}, &answer); code != http.StatusForbidden {
 		t.Errorf("alice reading /secret/y: status %d, want 403", code)
 	}
-	var n node
-	if code := j.get(t, token, "node", url.Values{"path": {"/team/a/x"}}, &n); code != http.StatusOK || n.Etcd == nil {
-		t.Errorf("alice reading /team/a/x: status %d, %+v", code, n)
+	for path, want := range map[string]int{"/team/a/x": http.StatusOK, "/team/a/open": http.StatusOK, "/team/a/closed": http.StatusForbidden} {
+		var n node
+		if code := j.get(t, token, "node", url.Values{"path": {path}}, &n); code != want || (want == http.StatusOK && n.Etcd == nil) {
+			t.Errorf("alice reading %s: status %d (%+v), want %d", path, code, n, want)
+		}
+	}
+	var root struct {
+		Hidden bool `json:"hidden"`
+		ZK     any  `json:"zk"`
+	}
+	if code := j.get(t, token, "node", url.Values{"path": {"/"}}, &root); code != http.StatusOK || !root.Hidden || root.ZK != nil {
+		t.Errorf("alice reading /: status %d, %+v; want it hidden (she may pass through, not read it)", code, root)
 	}
 }
 

@@ -85,7 +85,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			for _, ev := range re.Events {
-				if !bytes.HasPrefix(ev.Node.Key, prefix) || !c.mayRead(req, ev.Node.Key, nil) {
+				if !bytes.HasPrefix(ev.Node.Key, prefix) || !c.mayReadNode(req, ev.Node) {
 					continue
 				}
 				b, err := json.Marshal(bothFaces(re.Rev, ev))

@@ -74,7 +74,7 @@ func (c *Console) locks(r *request) (any, error) {
 	scanned := 0
 	err = v.Range(prefix, prefixEnd(prefix), func(n *core.Node) bool {
 		scanned++
-		if n.Lease == 0 || !c.mayRead(r, n.Key, nil) {
+		if n.Lease == 0 || !c.mayReadNode(r, n) {
 			return scanned < maxLockScan
 		}
 		i := bytes.LastIndexByte(n.Key, '/')

@@ -62,7 +62,7 @@ func (c *Console) migration(r *request) (any, error) {
 	a := readiness{Rev: v.Rev(), Prefix: prefix}
 	err = v.Range([]byte(prefix), prefixEnd([]byte(prefix)), func(n *core.Node) bool {
 		a.Scanned++
-		if !c.mayRead(r, n.Key, nil) {
+		if !c.mayReadNode(r, n) {
 			return a.Scanned < maxLockScan
 		}
 		session := false

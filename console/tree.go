@@ -209,6 +209,9 @@ func (c *Console) node(r *request) (any, error) {
 	if n == nil {
 		return a, nil
 	}
+	if !c.mayReadNode(r, n) {
+		return nil, &apiError{403, "etcdserver: permission denied"}
+	}
 	a.Exists = true
 	if !n.Implicit && !(a.ZK != nil && a.ZK.System && n.CreateRev == 0) {
 		a.Etcd = kvOf(n)
@@ -413,7 +416,7 @@ func (c *Console) keys(r *request) (any, error) {
 	err = v.Range(start, nil, func(n *core.Node) bool {
 		scanned++
 		last = n.Key
-		if !core.IsTreePath(n.Key) && c.mayRead(r, n.Key, nil) {
+		if !core.IsTreePath(n.Key) && c.mayReadNode(r, n) {
 			a.Keys = append(a.Keys, base64.StdEncoding.EncodeToString(n.Key))
 		}
 		return len(a.Keys) < limit && scanned < maxScan
@@ -472,6 +475,9 @@ func (c *Console) history(r *request) (any, error) {
 		}
 		if n == nil {
 			return a, nil
+		}
+		if !c.mayReadNode(r, n) {
+			return nil, &apiError{403, "etcdserver: permission denied"}
 		}
 		a.Versions = append(a.Versions, version{etcdKV: kvOf(n)})
 		if n.Version <= 1 {
