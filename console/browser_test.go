@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -498,4 +499,47 @@ func TestBrowserMigration(t *testing.T) {
 	waitText(t, ctx, "#to-etcd pre", "janus migrate --dry-run --from etcd://"+j.c.Nodes[0].EtcdAddr+"/m")
 	waitText(t, ctx, "#to-zk pre", "janus migrate --dry-run --from zk://"+j.c.Nodes[0].ZKAddr+"/m")
 	screenshot(t, ctx, "migration")
+}
+
+// TestBrowserCuratorLocks has Curator take an InterProcessMutex and lead
+// a LeaderLatch, and checks the locks view names both recipes with the
+// holders' fencing tokens.
+func TestBrowserCuratorLocks(t *testing.T) {
+	j := start(t, 1)
+	ctx := browser(t)
+	cmd := testenv.JavaCommand(t.Context(), t, filepath.Join("testdata", "CuratorLocks.java"), "CuratorLocks", j.c.Nodes[0].ZKAddr, "/curator")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); cmd.Wait() }()
+	buf := make([]byte, 5)
+	if _, err := io.ReadFull(stdout, buf); err != nil || string(buf) != "ready" {
+		t.Fatalf("Curator did not take its locks: %q %v", buf, err)
+	}
+	for _, lock := range []struct{ prefix, recipe string }{
+		{"/curator/mutex", "Curator InterProcessMutex"},
+		{"/curator/latch", "Curator LeaderLatch"},
+	} {
+		resp, err := j.etcd.Get(t.Context(), lock.prefix+"/", clientv3.WithPrefix())
+		if err != nil || len(resp.Kvs) != 1 {
+			t.Fatalf("%s: %v %v", lock.prefix, resp, err)
+		}
+		run(t, ctx, "open locks", chromedp.Navigate(j.base+"/ui/?view=locks&prefix=/curator/"))
+		row := `#locks tr[data-prefix="` + lock.prefix + `"]`
+		waitText(t, ctx, row, lock.recipe)
+		if got := textOf(t, ctx, row+" .token"); got != strconv.FormatInt(resp.Kvs[0].CreateRevision, 10) {
+			t.Errorf("%s token shows %q, want %d", lock.prefix, got, resp.Kvs[0].CreateRevision)
+		}
+		if got := textOf(t, ctx, row+" .holder"); got != string(resp.Kvs[0].Key) {
+			t.Errorf("%s holder shows %q, want %s", lock.prefix, got, resp.Kvs[0].Key)
+		}
+	}
 }
