@@ -56,8 +56,9 @@ type lockView struct {
 	Waiters []contender `json:"waiters"`
 }
 
-// maxLockScan bounds the keys one /ui/api/locks call reads.
-const maxLockScan = 200000
+// maxSubtreeScan bounds the keys one /ui/api/locks or /ui/api/migration
+// call reads: past it the answer says it stopped early.
+const maxSubtreeScan = 200000
 
 // locks answers /ui/api/locks?prefix=: the locks and elections found
 // among the leased keys under prefix.
@@ -72,14 +73,14 @@ func (c *Console) locks(r *request) (any, error) {
 	queues := map[group][]contender{}
 	var order []group
 	scanned := 0
-	err = v.Range(prefix, prefixEnd(prefix), func(n *core.Node) bool {
+	err = v.Range(prefix, core.PrefixEnd(prefix), func(n *core.Node) bool {
 		scanned++
 		if n.Lease == 0 || !c.mayReadNode(r, n) {
-			return scanned < maxLockScan
+			return scanned < maxSubtreeScan
 		}
 		i := bytes.LastIndexByte(n.Key, '/')
 		if i < 0 {
-			return scanned < maxLockScan
+			return scanned < maxSubtreeScan
 		}
 		parent, name := string(n.Key[:i]), string(n.Key[i+1:])
 		ct := contender{Key: string(n.Key), Value: kvOf(n).Value64, Lease: n.Lease, Token: n.CreateRev, seq: n.CreateRev}
@@ -99,7 +100,7 @@ func (c *Console) locks(r *request) (any, error) {
 			}
 			queues[g] = append(queues[g], ct)
 		}
-		return scanned < maxLockScan
+		return scanned < maxSubtreeScan
 	})
 	if err != nil {
 		return nil, err
@@ -110,5 +111,5 @@ func (c *Console) locks(r *request) (any, error) {
 		slices.SortFunc(q, func(a, b contender) int { return cmp.Compare(a.seq, b.seq) })
 		out = append(out, lockView{Prefix: g.prefix, Recipe: g.recipe, Holder: q[0], Waiters: append([]contender{}, q[1:]...)})
 	}
-	return map[string]any{"rev": v.Rev(), "locks": out, "truncated": scanned >= maxLockScan}, nil
+	return map[string]any{"rev": v.Rev(), "locks": out, "truncated": scanned >= maxSubtreeScan}, nil
 }

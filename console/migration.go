@@ -60,10 +60,10 @@ func (c *Console) migration(r *request) (any, error) {
 		}
 	}
 	a := readiness{Rev: v.Rev(), Prefix: prefix}
-	err = v.Range([]byte(prefix), prefixEnd([]byte(prefix)), func(n *core.Node) bool {
+	err = v.Range([]byte(prefix), core.PrefixEnd([]byte(prefix)), func(n *core.Node) bool {
 		a.Scanned++
 		if !c.mayReadNode(r, n) {
-			return a.Scanned < maxLockScan
+			return a.Scanned < maxSubtreeScan
 		}
 		session := false
 		if n.Lease != 0 {
@@ -91,12 +91,12 @@ func (c *Console) migration(r *request) (any, error) {
 		if len(n.Value) > 1<<20 {
 			note(toZK[2], n.Key)
 		}
-		return a.Scanned < maxLockScan
+		return a.Scanned < maxSubtreeScan
 	})
 	if err != nil {
 		return nil, err
 	}
-	a.Truncated = a.Scanned >= maxLockScan
+	a.Truncated = a.Scanned >= maxSubtreeScan
 	for _, f := range toEtcd {
 		if f.Count > 0 {
 			a.ToEtcd = append(a.ToEtcd, *f)

@@ -327,7 +327,7 @@ func (c *Console) mayBrowse(r *request, path []byte) bool {
 	if string(path) != core.RootPath {
 		below = append(append(below[:0:0], path...), '/')
 	}
-	return readOverlaps(st, r.user, below, prefixEnd(below))
+	return readOverlaps(st, r.user, below, core.PrefixEnd(below))
 }
 
 // readOverlaps reports whether any read permission of the user's roles
@@ -362,19 +362,6 @@ func readOverlaps(st *core.AuthState, user string, key, end []byte) bool {
 		}
 	}
 	return false
-}
-
-// prefixEnd is the end of the range of keys with the prefix (etcd's
-// GetPrefixRangeEnd); nil means no end.
-func prefixEnd(prefix []byte) []byte {
-	end := append([]byte(nil), prefix...)
-	for i := len(end) - 1; i >= 0; i-- {
-		if end[i] < 0xff {
-			end[i]++
-			return end[:i+1]
-		}
-	}
-	return nil
 }
 
 // keysAnswer is one page of the keys ZooKeeper cannot see.
