@@ -388,6 +388,13 @@ func TestBrowserEvents(t *testing.T) {
 	waitText(t, ctx, "#event-rows", `PUT version 1 value "hello"`)
 	waitText(t, ctx, "#event-rows", "none (implicit parent)") // /ev/deep appeared for ZooKeeper only
 	screenshot(t, ctx, "events")
+
+	// An open stream must not hold up a graceful stop, and the page says
+	// the stream ended.
+	if err := j.c.Stop(0, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "#events-state", "ended")
 }
 
 // TestBrowserCluster shows three members, then kills one and checks the

@@ -186,6 +186,23 @@ func TestAPIShowsBothViews(t *testing.T) {
 		t.Errorf("%s: want lease and ephemeralOwner %d, got %+v", eph, conn.SessionID(), e)
 	}
 
+	var root struct {
+		Total    int `json:"total"`
+		Children []struct {
+			Name             string
+			Implicit, System bool
+		}
+	}
+	j.get(t, "", "children", url.Values{"path": {"/"}}, &root)
+	kinds := map[string]string{}
+	for _, c := range root.Children {
+		kinds[c.Name] = fmt.Sprintf("implicit=%v system=%v", c.Implicit, c.System)
+	}
+	// (The harness writes its own readiness key at the root too.)
+	if root.Total != len(root.Children) || kinds["app"] != "implicit=true system=false" || kinds["zookeeper"] != "implicit=false system=true" {
+		t.Errorf("root's children: %+v, want app implicit and zookeeper a system node", root)
+	}
+
 	var k node
 	j.get(t, "", "node", url.Values{"key": {"etcd-only"}}, &k)
 	if !k.Exists || k.IsPath || k.ZK != nil || k.Etcd == nil {

@@ -197,8 +197,9 @@ func (c *Console) node(r *request) (any, error) {
 		}
 		if tn != nil {
 			n = tn
+			system := core.IsSystemPath(key)
 			a.ZK = &zkView{Path: string(key), Stat: statOf(tn, d), ACL: aclOf(tn.ACL), Mode: modeName(tn.Mode),
-				Implicit: tn.Implicit, System: core.IsSystemPath(key)}
+				Implicit: tn.Implicit && !system, System: system}
 			if tn.Mode == core.ModeTTL {
 				a.ZK.TTLMs = tn.TTL
 			}
@@ -241,6 +242,7 @@ type childView struct {
 	DataLength  int32  `json:"dataLength"`
 	Ephemeral   bool   `json:"ephemeral"`
 	Implicit    bool   `json:"implicit"`
+	System      bool   `json:"system"`
 	Mode        string `json:"mode"`
 }
 
@@ -310,7 +312,8 @@ func (c *Console) children(r *request) (any, error) {
 		}
 		s := core.StatOf(n, d)
 		a.Children = append(a.Children, childView{Name: string(name), Path: string(p), NumChildren: s.NumChildren,
-			DataLength: s.DataLength, Ephemeral: n.Lease != 0, Implicit: n.Implicit, Mode: modeName(n.Mode)})
+			DataLength: s.DataLength, Ephemeral: n.Lease != 0, Implicit: n.Implicit && !core.IsSystemPath(p), System: core.IsSystemPath(p),
+			Mode: modeName(n.Mode)})
 	}
 	return a, nil
 }

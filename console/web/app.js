@@ -215,6 +215,7 @@ async function childrenPanel(box, path, selected, q) {
         c.numChildren ? el('span', { class: 'badge' }, c.numChildren) : null,
         c.ephemeral ? el('span', { class: 'badge eph' }, 'ephemeral') : null,
         c.implicit ? el('span', { class: 'badge imp' }, 'implicit') : null,
+        c.system ? el('span', { class: 'badge' }, 'system') : null,
         c.mode !== 'persistent' ? el('span', { class: 'badge' }, c.mode) : null);
         vlist.append(row);
       });
