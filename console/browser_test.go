@@ -9,9 +9,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 	"github.com/go-zookeeper/zk"
@@ -58,6 +60,32 @@ func browser(t *testing.T) context.Context {
 	if err := chromedp.Do(ctx); err != nil {
 		t.Fatalf("start chromium: %v", err)
 	}
+	// A script error the page did not handle fails the test, whether or
+	// not the test looked at what it broke.
+	var mu sync.Mutex
+	var uncaught []string
+	go func() {
+		for ev, err := range chromedp.Events(ctx, runtime.ExceptionThrown) {
+			if err != nil {
+				return
+			}
+			d := ev.ExceptionDetails
+			msg := d.Text
+			if d.Exception != nil {
+				msg += " " + d.Exception.Description
+			}
+			mu.Lock()
+			uncaught = append(uncaught, msg)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, msg := range uncaught {
+			t.Errorf("uncaught script error in the page: %s", msg)
+		}
+	})
 	return ctx
 }
 
