@@ -10,7 +10,7 @@ BENCHFLAGS ?=
 # FUZZTIME bounds each fuzz target in make fuzz.
 FUZZTIME ?= 15s
 
-.PHONY: all build run test image bench bench-go fmt lint fuzz tools
+.PHONY: all build run test image bench bench-go fmt lint fuzz tools console-screenshots
 
 all: build
 
@@ -43,6 +43,12 @@ K8STESTFLAGS ?=
 test-k8s:
 	cd test/k8s && $(GO) vet ./...
 	cd test/k8s && $(GO) test -count=1 -timeout 20m $(K8STESTFLAGS) ./...
+
+# console-screenshots reruns the web console's browser tests with
+# JANUS_CONSOLE_SCREENSHOTS set, rewriting docs/console/*.png (the README
+# shows them). Normal test runs leave the committed pictures alone.
+console-screenshots:
+	JANUS_CONSOLE_SCREENSHOTS=1 $(GO) test -count=1 -run 'TestBrowser' ./console
 
 # bench compares Janus with a real etcd and a real ZooKeeper on this
 # machine and writes a report under bench/out/ (see docs/benchmarks.md).

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/januskv/janus/console"
 	"github.com/januskv/janus/core"
 	"github.com/januskv/janus/etcdapi"
 	"github.com/januskv/janus/internal/accept"
@@ -32,6 +33,8 @@ type node struct {
 	etcd   *etcdapi.Server
 	zk     *zkapi.Server
 	http   *http.Server
+	// console is the web console on the HTTP port (/ui/).
+	console *console.Console
 	// metricsHTTP serve /metrics and health on --listen-metrics-urls.
 	metricsHTTP []*http.Server
 	addrs       Addrs
@@ -264,6 +267,14 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 	mux.Handle("/v3/", n.etcd.GatewayHandler())
 	mux.Handle("/commands/", n.zk.AdminHandler())
 	mux.Handle("/commands", n.zk.AdminHandler())
+	n.console = console.New(console.Config{
+		Backend:      backend,
+		Logger:       logger.With("face", "console"),
+		TokenUser:    n.etcd.TokenUser,
+		SessionAddrs: n.zk.SessionAddrs,
+		Probe:        memberProbe(clientTLS, logger),
+	})
+	n.console.Register(mux)
 	if cfg.EnablePprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -372,6 +383,7 @@ func (n *node) Close() error {
 	defer cancel()
 	n.etcd.Stop()
 	n.zk.Close()
+	n.console.Close()
 	errs := []error{n.http.Shutdown(ctx)}
 	for _, hs := range n.metricsHTTP {
 		errs = append(errs, hs.Shutdown(ctx))

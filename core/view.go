@@ -270,7 +270,7 @@ func (o *Overlay) Range(start, end []byte, fn func(*Node) bool) error {
 func (o *Overlay) Children(parent []byte, fn func(name []byte) bool) error {
 	prefix := string(parent) + "\x00"
 	keys, pend := pendingKeys(o.layers(), func(l *layer) map[string]bool { return l.children },
-		[]byte(prefix), prefixEnd([]byte(prefix)))
+		[]byte(prefix), PrefixEnd([]byte(prefix)))
 	return mergeSorted(keys,
 		func(k string) bool {
 			if pend[k] {
@@ -318,7 +318,7 @@ func (o *Overlay) Leases(fn func(*Lease) bool) error {
 func (o *Overlay) LeaseKeys(id int64, fn func(key []byte) bool) error {
 	prefix := leaseKeyKey(id, nil)
 	keys, pend := pendingKeys(o.layers(), func(l *layer) map[string]bool { return l.leaseKeys },
-		[]byte(prefix), prefixEnd([]byte(prefix)))
+		[]byte(prefix), PrefixEnd([]byte(prefix)))
 	return mergeSorted(keys,
 		func(k string) bool {
 			if pend[k] {
@@ -333,9 +333,9 @@ func (o *Overlay) LeaseKeys(id int64, fn func(key []byte) bool) error {
 		})
 }
 
-// prefixEnd returns the smallest key greater than every key with the prefix,
+// PrefixEnd returns the smallest key greater than every key with the prefix,
 // or nil when there is none.
-func prefixEnd(prefix []byte) []byte {
+func PrefixEnd(prefix []byte) []byte {
 	end := bytes.Clone(prefix)
 	for i := len(end) - 1; i >= 0; i-- {
 		if end[i] < 0xff {

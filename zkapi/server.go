@@ -350,3 +350,16 @@ func (s *Server) readACL(re core.RevEvents, path string) []core.ACL {
 	}
 	return n.ACL
 }
+
+// SessionAddrs maps each session connected to this server to its client's
+// address. Other members' sessions are not listed: each member knows only
+// its own connections. The web console shows it next to the lease.
+func (s *Server) SessionAddrs() map[int64]string {
+	out := map[int64]string{}
+	for _, c := range s.connections() {
+		if ss := c.session.Load(); ss != nil {
+			out[ss.id] = c.nc.RemoteAddr().String()
+		}
+	}
+	return out
+}

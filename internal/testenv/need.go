@@ -28,6 +28,8 @@ func debianPackage(what string) string {
 		return "golang-go (or any Go toolchain on PATH)"
 	case "tmpfs":
 		return "none: mounting a tmpfs needs root (CAP_SYS_ADMIN)"
+	case "chromium":
+		return "chromium"
 	case "etcd tools":
 		return "none: etcd and etcdctl are built from go.mod's tool block (make tools)"
 	}

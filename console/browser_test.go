@@ -1,0 +1,580 @@
+package console_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+	"github.com/go-zookeeper/zk"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/januskv/janus/internal/testenv"
+)
+
+// screenshotsEnv names the environment variable that makes the browser
+// tests save a screenshot of each view into docs/console, for the README.
+// Normal runs leave the committed pictures alone.
+const screenshotsEnv = "JANUS_CONSOLE_SCREENSHOTS"
+
+// browserTimeout bounds one browser test's page work: a page that never
+// shows what the test waits for fails it rather than hanging the run.
+const browserTimeout = 3 * time.Minute
+
+// chromium finds Debian's Chromium; without it the browser tests skip,
+// and fail under CI=true.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	testenv.Need(t, "chromium", false, "no chromium, chromium-browser or google-chrome on PATH")
+	return ""
+}
+
+// browser starts a headless Chromium for the test and returns a tab.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium(t)),
+		chromedp.NoSandbox, // tests may run as root, where Chromium's sandbox refuses to start
+		chromedp.WindowSize(1400, 900),
+	)
+	actx, cancelA := chromedp.NewExecAllocator(t.Context(), opts...)
+	ctx, cancelB := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	ctx, cancelT := context.WithTimeout(ctx, browserTimeout)
+	t.Cleanup(func() { cancelT(); cancelB(); cancelA() })
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	// A script error the page did not handle fails the test, whether or
+	// not the test looked at what it broke.
+	var mu sync.Mutex
+	var uncaught []string
+	go func() {
+		for ev, err := range chromedp.Events(ctx, runtime.ExceptionThrown) {
+			if err != nil {
+				return
+			}
+			d := ev.ExceptionDetails
+			msg := d.Text
+			if d.Exception != nil {
+				msg += " " + d.Exception.Description
+			}
+			mu.Lock()
+			uncaught = append(uncaught, msg)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, msg := range uncaught {
+			t.Errorf("uncaught script error in the page: %s", msg)
+		}
+	})
+	return ctx
+}
+
+// run runs browser steps, failing the test with what was being done.
+func run(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// eval evaluates a JavaScript expression in the page.
+func eval[T any](t *testing.T, ctx context.Context, expr string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+// textOf waits for the CSS selector sel and returns its text.
+func textOf(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel), chromedp.NodeVisible))
+	if err != nil {
+		t.Fatalf("read %s: %v", sel, err)
+	}
+	return s
+}
+
+// waitText waits until sel's text contains want (the page draws after
+// its fetches answer; the test waits for the drawing, not for a time).
+func waitText(t *testing.T, ctx context.Context, sel, want string) {
+	t.Helper()
+	js := fmt.Sprintf(`(() => { const e = document.querySelector(%q); return !!e && e.textContent.includes(%q); })()`, sel, want)
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](js, chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
+		var now string
+		now, _ = chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`(document.querySelector(%q) || {}).textContent || "(absent)"`, sel)))
+		page, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText`))
+		t.Fatalf("wait for %q in %s: %v; it reads %q; the page reads:\n%s", want, sel, err, now, page)
+	}
+}
+
+// screenshot saves the page as docs/console/name.png when asked to.
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	if os.Getenv(screenshotsEnv) == "" {
+		return
+	}
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	path := filepath.Join("..", "docs", "console", name+".png")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wrote %s", path)
+}
+
+// TestBrowserTree opens a deep link to a node written through etcd and
+// checks both views, then a ZooKeeper node with its ACL, an implicit
+// parent, and the list of keys only etcd sees.
+func TestBrowserTree(t *testing.T) {
+	j := start(t, 1)
+	ctx := browser(t)
+	put, err := j.etcd.Put(t.Context(), "/app/config/db", `{"host":"db1","port":5432}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.etcd.Put(t.Context(), "registry/pods/web-1", "pod"); err != nil {
+		t.Fatal(err)
+	}
+	conn := j.zkConn(t, 0)
+	if _, err := conn.Create("/app/workers", []byte("w"), 0, zk.DigestACL(zk.PermRead|zk.PermWrite, "alice", "secret")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Create("/app/member-", nil, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+
+	run(t, ctx, "open deep link", chromedp.Navigate(j.base+"/ui/?path=/app/config/db"))
+	waitText(t, ctx, "#etcd-kv", "mod_revision")
+	rev := strconv.FormatInt(put.Header.Revision, 10)
+	if got := textOf(t, ctx, `#etcd-kv [data-field="mod_revision"]`); got != rev {
+		t.Errorf("etcd mod_revision shows %q, want %s", got, rev)
+	}
+	if got := textOf(t, ctx, `#zk-stat [data-field="mzxid"]`); got != "0x"+strconv.FormatInt(put.Header.Revision, 16) {
+		t.Errorf("ZooKeeper mzxid shows %q, want 0x%x", got, put.Header.Revision)
+	}
+	if got := textOf(t, ctx, `#zk-stat [data-field="version"]`); got != "0" {
+		t.Errorf("ZooKeeper version shows %q, want 0 (etcd version 1)", got)
+	}
+	waitText(t, ctx, "#value", `"host": "db1"`) // JSON rendered
+	waitText(t, ctx, "#children", "db")
+	screenshot(t, ctx, "tree")
+
+	run(t, ctx, "open /app/workers", chromedp.Navigate(j.base+"/ui/?path=/app/workers"))
+	waitText(t, ctx, "#zk-acl", "digest")
+	waitText(t, ctx, "#zk-acl", "rw")
+
+	run(t, ctx, "open /app", chromedp.Navigate(j.base+"/ui/?path=/app"))
+	waitText(t, ctx, "#flags", "implicit parent")
+	waitText(t, ctx, "#etcd-kv", "does not return")
+	waitText(t, ctx, "#children", "ephemeral")
+
+	run(t, ctx, "open /", chromedp.Navigate(j.base+"/ui/"))
+	waitText(t, ctx, "#nonpath", "registry/pods/web-1")
+	run(t, ctx, "follow the non-path key", chromedp.Click(chromedp.CSS(`#nonpath a`)))
+	waitText(t, ctx, "#zk-stat", "cannot see")
+	waitText(t, ctx, "#value", "pod")
+}
+
+// TestBrowserWriteSeenByBothClients sets a value from the console, with
+// its version check, and reads it back with an etcd and a ZooKeeper
+// client; then a stale write is refused.
+func TestBrowserWriteSeenByBothClients(t *testing.T) {
+	j := start(t, 1)
+	ctx := browser(t)
+	conn := j.zkConn(t, 0)
+	if _, err := conn.Create("/svc", []byte("v1"), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	run(t, ctx, "open /svc", chromedp.Navigate(j.base+"/ui/?path=/svc"))
+	waitText(t, ctx, "#value", "v1")
+	run(t, ctx, "set a value",
+		chromedp.SetValue(chromedp.CSS("#set-value"), "from the console"),
+		chromedp.Click(chromedp.CSS("#set-submit")))
+	waitText(t, ctx, "#value", "from the console")
+
+	resp, err := j.etcd.Get(t.Context(), "/svc")
+	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "from the console" {
+		t.Fatalf("etcd reads %v (%v), want the console's value", resp, err)
+	}
+	data, stat, err := conn.Get("/svc")
+	if err != nil || string(data) != "from the console" || stat.Version != 1 {
+		t.Fatalf("ZooKeeper reads %q version %d (%v), want the console's value at version 1", data, stat.Version, err)
+	}
+
+	// Someone else writes; the page still shows version 2, so its write
+	// must be refused.
+	if _, err := conn.Set("/svc", []byte("by zk"), 1); err != nil {
+		t.Fatal(err)
+	}
+	run(t, ctx, "set from a stale page",
+		chromedp.SetValue(chromedp.CSS("#set-value"), "stale"),
+		chromedp.Click(chromedp.CSS("#set-submit")))
+	waitText(t, ctx, "#write-result", "version check failed")
+	if data, _, err := conn.Get("/svc"); err != nil || string(data) != "by zk" {
+		t.Fatalf("after the refused write ZooKeeper reads %q (%v), want \"by zk\"", data, err)
+	}
+
+	run(t, ctx, "create a child",
+		chromedp.Navigate(j.base+"/ui/?path=/svc"),
+		chromedp.WaitVisible(chromedp.CSS("#create-name")),
+		chromedp.SetValue(chromedp.CSS("#create-name"), "child"),
+		chromedp.SetValue(chromedp.CSS("#create-value"), "c"),
+		chromedp.Click(chromedp.CSS("#create-submit")))
+	waitText(t, ctx, "#node-title", "/svc/child")
+	if data, _, err := conn.Get("/svc/child"); err != nil || string(data) != "c" {
+		t.Fatalf("ZooKeeper reads /svc/child %q (%v), want the console's create", data, err)
+	}
+}
+
+// TestBrowserBigParent opens a parent with 100,000 children, scrolls the
+// virtual list to its end and checks the last child is drawn, while the
+// page holds only the rows in sight.
+func TestBrowserBigParent(t *testing.T) {
+	j := start(t, 1)
+	ctx := browser(t)
+	const total = 100000
+	fill(t, j.etcd, "/big", total)
+	run(t, ctx, "open /big", chromedp.Navigate(j.base+"/ui/?path=/big"))
+	waitText(t, ctx, "#child-count", strconv.Itoa(total))
+	eval[int](t, ctx, `(() => { const l = document.getElementById('children'); l.scrollTop = l.scrollHeight; return 0; })()`)
+	waitText(t, ctx, "#children", childName(total-1))
+	rows := eval[int](t, ctx, `document.querySelectorAll('#children .row').length`)
+	if rows == 0 || rows > 100 {
+		t.Errorf("%d rows drawn, want only the ones in sight", rows)
+	}
+	// Keyboard: focus the list and walk up a row.
+	run(t, ctx, "arrow keys", chromedp.Focus(chromedp.CSS(`#children .row[data-index="99999"]`)), chromedp.KeyEvent(kb.ArrowUp))
+	focused := eval[string](t, ctx, `document.activeElement.dataset.index`)
+	if focused != "99998" {
+		t.Errorf("after ArrowUp the focus is on row %q, want 99998", focused)
+	}
+}
+
+// TestBrowserSessionsAndLocks takes a lock with etcd's concurrency.Mutex
+// and one with kazoo, and checks the sessions view lists the session and
+// the lease, and the locks view shows each holder with its fencing token
+// and the waiter in order.
+func TestBrowserSessionsAndLocks(t *testing.T) {
+	j := start(t, 1)
+	ctx := browser(t)
+
+	s1, err := concurrency.NewSession(j.etcd, concurrency.WithTTL(30))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s1.Close()
+	m1 := concurrency.NewMutex(s1, "/locks/etcd-res")
+	if err := m1.Lock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// A second contender queues behind the first.
+	s2, err := concurrency.NewSession(j.etcd, concurrency.WithTTL(30))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	waiter := make(chan error, 1)
+	m2 := concurrency.NewMutex(s2, "/locks/etcd-res")
+	wctx, cancelWaiter := context.WithCancel(t.Context())
+	defer cancelWaiter()
+	go func() { waiter <- m2.Lock(wctx) }()
+
+	// kazoo takes its lock and holds it until its stdin closes.
+	kz := testenv.PythonCommand(t.Context(), t, `
+import sys
+from kazoo.client import KazooClient
+zk = KazooClient(hosts=sys.argv[1]); zk.start()
+lock = zk.Lock("/locks/kazoo-res", "kazoo-holder")
+lock.acquire()
+print("locked", flush=True)
+sys.stdin.read()
+`, j.c.Nodes[0].ZKAddr)
+	stdin, err := kz.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := kz.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kz.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); kz.Wait() }()
+	buf := make([]byte, 7)
+	if _, err := stdout.Read(buf); err != nil || string(buf[:6]) != "locked" {
+		t.Fatalf("kazoo did not take its lock: %q %v", buf, err)
+	}
+
+	// The holder keys and their create revisions, from etcd.
+	etcdHolder, err := j.etcd.Get(t.Context(), m1.Key())
+	if err != nil || len(etcdHolder.Kvs) != 1 {
+		t.Fatalf("etcd holder key: %v %v", etcdHolder, err)
+	}
+	kazooKeys, err := j.etcd.Get(t.Context(), "/locks/kazoo-res/", clientv3.WithPrefix())
+	if err != nil || len(kazooKeys.Kvs) != 1 {
+		t.Fatalf("kazoo lock keys: %v %v", kazooKeys, err)
+	}
+	waitKeys(t, j, "/locks/etcd-res/", 2)
+
+	run(t, ctx, "open locks", chromedp.Navigate(j.base+"/ui/?view=locks&prefix=/locks/"))
+	waitText(t, ctx, "#locks", "kazoo Lock")
+	etcdRow := `#locks tr[data-prefix="/locks/etcd-res"]`
+	if got := textOf(t, ctx, etcdRow+" .token"); got != strconv.FormatInt(etcdHolder.Kvs[0].CreateRevision, 10) {
+		t.Errorf("etcd lock token shows %q, want the holder's create revision %d", got, etcdHolder.Kvs[0].CreateRevision)
+	}
+	if got := textOf(t, ctx, etcdRow+" .holder"); got != m1.Key() {
+		t.Errorf("etcd lock holder shows %q, want %s", got, m1.Key())
+	}
+	waitText(t, ctx, etcdRow+" .waiters", fmt.Sprintf("/locks/etcd-res/%x", s2.Lease()))
+	kazooRow := `#locks tr[data-prefix="/locks/kazoo-res"]`
+	if got := textOf(t, ctx, kazooRow+" .token"); got != strconv.FormatInt(kazooKeys.Kvs[0].CreateRevision, 10) {
+		t.Errorf("kazoo lock token shows %q, want %d", got, kazooKeys.Kvs[0].CreateRevision)
+	}
+	screenshot(t, ctx, "locks")
+
+	run(t, ctx, "open sessions", chromedp.Navigate(j.base+"/ui/?view=sessions"))
+	waitText(t, ctx, "#sessions", "zookeeper")
+	waitText(t, ctx, "#sessions", fmt.Sprintf("0x%x", s1.Lease()))
+	waitText(t, ctx, "#sessions", "/locks/kazoo-res/")
+	screenshot(t, ctx, "sessions")
+
+	// Revoking the holder's lease from the console (after confirming)
+	// hands the lock to the waiter.
+	eval[bool](t, ctx, `(window.confirm = () => true, true)`)
+	run(t, ctx, "revoke", chromedp.Click(chromedp.CSS(fmt.Sprintf(`#sessions tr[data-lease="%x"] button`, s1.Lease()))))
+	select {
+	case err := <-waiter:
+		if err != nil {
+			t.Fatalf("waiter: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the waiter did not get the lock after the holder's lease was revoked from the console")
+	}
+}
+
+// waitKeys waits until n keys exist under prefix.
+func waitKeys(t *testing.T, j *janus, prefix string, n int) {
+	t.Helper()
+	for {
+		resp, err := j.etcd.Get(t.Context(), prefix, clientv3.WithPrefix())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Kvs) >= n {
+			return
+		}
+		w := j.etcd.Watch(t.Context(), prefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
+		<-w
+	}
+}
+
+// TestBrowserEvents watches a prefix in the console and checks that a
+// ZooKeeper create and an etcd put show as both faces report them.
+func TestBrowserEvents(t *testing.T) {
+	j := start(t, 1)
+	ctx := browser(t)
+	run(t, ctx, "open events", chromedp.Navigate(j.base+"/ui/?view=events&prefix=/ev"))
+	waitText(t, ctx, "#events-state", "live")
+	conn := j.zkConn(t, 0)
+	if _, err := conn.Create("/ev", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.etcd.Put(t.Context(), "/ev/deep/key", "hello"); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "#event-rows", "NodeCreated /ev/deep/key")
+	waitText(t, ctx, "#event-rows", "NodeChildrenChanged /ev/deep")
+	waitText(t, ctx, "#event-rows", `PUT version 1 value "hello"`)
+	waitText(t, ctx, "#event-rows", "none (implicit parent)") // /ev/deep appeared for ZooKeeper only
+	screenshot(t, ctx, "events")
+
+	// An open stream must not hold up a graceful stop, and the page says
+	// the stream ended.
+	if err := j.c.Stop(0, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "#events-state", "ended")
+}
+
+// TestBrowserCluster shows three members, then kills one and checks the
+// cluster view shows it down.
+func TestBrowserCluster(t *testing.T) {
+	j := start(t, 3)
+	ctx := browser(t)
+	run(t, ctx, "open cluster", chromedp.Navigate(j.base+"/ui/?view=cluster"))
+	waitText(t, ctx, "#members", "leader")
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelectorAll('#members td.up').length === 3`, chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
+		t.Fatalf("waiting for three members up: %v", err)
+	}
+	// Writes while the page watches: the throughput chart, drawn from the
+	// member's own counters, must rise above zero.
+	wctx, stopWrites := context.WithCancel(t.Context())
+	writes := make(chan error, 1)
+	go func() {
+		for i := 0; wctx.Err() == nil; i++ {
+			if _, err := j.etcd.Put(wctx, fmt.Sprintf("/load/%d", i%100), "x"); err != nil && wctx.Err() == nil {
+				writes <- err
+				return
+			}
+		}
+		writes <- nil
+	}()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`(() => { const c = document.querySelector('#chart-throughput figcaption'); const l = document.querySelector('#chart-throughput polyline');
+		return !!c && / [1-9][0-9.]* per s peak/.test(c.textContent) && l.getAttribute('points').split(' ').length >= 3; })()`,
+		chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
+		t.Fatalf("the throughput chart never showed the writes: %v", err)
+	}
+	screenshot(t, ctx, "cluster")
+	stopWrites()
+	if err := <-writes; err != nil {
+		t.Fatalf("writes: %v", err)
+	}
+	j.c.Kill(2)
+	// The view refreshes itself; the killed member's row turns down.
+	waitText(t, ctx, `#members tr[data-member="3"] .health`, "down")
+}
+
+// TestBrowserLogin turns etcd auth on and checks the console asks for a
+// login, then shows only what the user may read.
+func TestBrowserLogin(t *testing.T) {
+	j := start(t, 1)
+	ctx := browser(t)
+	for _, k := range []string{"/team/a/x", "/secret/y"} {
+		if _, err := j.etcd.Put(t.Context(), k, "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	enableAuth(t, j.etcd)
+	run(t, ctx, "open", chromedp.Navigate(j.base+"/ui/"))
+	run(t, ctx, "log in",
+		chromedp.WaitVisible(chromedp.CSS("#login-name")),
+		chromedp.SendKeys(chromedp.CSS("#login-name"), "alice"),
+		chromedp.SendKeys(chromedp.CSS("#login-password"), "alice-pw\r"))
+	waitText(t, ctx, "#who", "alice")
+	waitText(t, ctx, "#children", "team")
+	if got := textOf(t, ctx, "#children"); strings.Contains(got, "secret") {
+		t.Errorf("alice's root lists %q: she may not see /secret", got)
+	}
+	run(t, ctx, "open a forbidden node", chromedp.Navigate(j.base+"/ui/?path=/secret/y"))
+	waitText(t, ctx, "main", "permission denied")
+}
+
+// TestBrowserMigration builds one of each thing a move would lose and
+// checks the readiness view lists each on its side, with the commands.
+func TestBrowserMigration(t *testing.T) {
+	j := start(t, 1)
+	ctx := browser(t)
+	conn := j.zkConn(t, 0)
+	for _, step := range []func() error{
+		func() error { _, err := conn.Create("/m", nil, 0, zk.WorldACL(zk.PermAll)); return err },
+		func() error {
+			_, err := conn.Create("/m/eph", nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+			return err
+		},
+		func() error {
+			_, err := conn.CreateContainer("/m/box", nil, zk.FlagContainer, zk.WorldACL(zk.PermAll))
+			return err
+		},
+		func() error {
+			_, err := conn.CreateTTL("/m/ttl", nil, zk.FlagTTL, zk.WorldACL(zk.PermAll), time.Hour)
+			return err
+		},
+		func() error {
+			_, err := conn.Create("/m/acl", nil, 0, zk.DigestACL(zk.PermAll, "bob", "pw"))
+			return err
+		},
+		func() error { _, err := j.etcd.Put(t.Context(), "/m\x01bad", "x"); return err },
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lease, err := j.etcd.Grant(t.Context(), 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.etcd.Put(t.Context(), "/m/leased", "x", clientv3.WithLease(lease.ID)); err != nil {
+		t.Fatal(err)
+	}
+	run(t, ctx, "open migration", chromedp.Navigate(j.base+"/ui/?view=migration&prefix=/m"))
+	for kind, key := range map[string]string{"ephemeral": "/m/eph", "container": "/m/box", "ttl": "/m/ttl", "acl": "/m/acl"} {
+		waitText(t, ctx, `#to-etcd tr[data-kind="`+kind+`"]`, key)
+	}
+	waitText(t, ctx, `#to-zk tr[data-kind="leased key"]`, "/m/leased")
+	waitText(t, ctx, `#to-zk tr[data-kind="non-path key"]`, "/m\x01bad")
+	waitText(t, ctx, "#to-etcd pre", "janus migrate --dry-run --from etcd://"+j.c.Nodes[0].EtcdAddr+"/m")
+	waitText(t, ctx, "#to-zk pre", "janus migrate --dry-run --from zk://"+j.c.Nodes[0].ZKAddr+"/m")
+	screenshot(t, ctx, "migration")
+}
+
+// TestBrowserCuratorLocks has Curator take an InterProcessMutex and lead
+// a LeaderLatch, and checks the locks view names both recipes with the
+// holders' fencing tokens.
+func TestBrowserCuratorLocks(t *testing.T) {
+	j := start(t, 1)
+	ctx := browser(t)
+	cmd := testenv.JavaCommand(t.Context(), t, filepath.Join("testdata", "CuratorLocks.java"), "CuratorLocks", j.c.Nodes[0].ZKAddr, "/curator")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); cmd.Wait() }()
+	buf := make([]byte, 5)
+	if _, err := io.ReadFull(stdout, buf); err != nil || string(buf) != "ready" {
+		t.Fatalf("Curator did not take its locks: %q %v", buf, err)
+	}
+	for _, lock := range []struct{ prefix, recipe string }{
+		{"/curator/mutex", "Curator InterProcessMutex"},
+		{"/curator/latch", "Curator LeaderLatch"},
+	} {
+		resp, err := j.etcd.Get(t.Context(), lock.prefix+"/", clientv3.WithPrefix())
+		if err != nil || len(resp.Kvs) != 1 {
+			t.Fatalf("%s: %v %v", lock.prefix, resp, err)
+		}
+		run(t, ctx, "open locks", chromedp.Navigate(j.base+"/ui/?view=locks&prefix=/curator/"))
+		row := `#locks tr[data-prefix="` + lock.prefix + `"]`
+		waitText(t, ctx, row, lock.recipe)
+		if got := textOf(t, ctx, row+" .token"); got != strconv.FormatInt(resp.Kvs[0].CreateRevision, 10) {
+			t.Errorf("%s token shows %q, want %d", lock.prefix, got, resp.Kvs[0].CreateRevision)
+		}
+		if got := textOf(t, ctx, row+" .holder"); got != string(resp.Kvs[0].Key) {
+			t.Errorf("%s holder shows %q, want %s", lock.prefix, got, resp.Kvs[0].Key)
+		}
+	}
+}
