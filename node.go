@@ -183,6 +183,11 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 		DisableExtendedTypes: cfg.DisableExtendedTypes,
 		EnforceQuota:         cfg.EnforceQuota,
 		Dirs:                 member.Dirs,
+		SuperDigest:          cfg.ZKSuperDigest,
+		X509SuperUser:        cfg.ZKX509SuperUser,
+		SASLUsers:            cfg.ZKSASLUsers,
+		SASLSuperUser:        cfg.ZKSASLSuperUser,
+		EnforceAuthSchemes:   cfg.ZKEnforceAuthSchemes,
 	})
 	reg.WatchMember(member, metrics.MemberOptions{Version: etcdapi.DefaultVersion})
 	reg.WatchZooKeeper(n.zk)

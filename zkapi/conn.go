@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/januskv/janus/core"
+	"github.com/januskv/janus/internal/saslmd5"
 	"github.com/januskv/janus/zkapi/jute"
 )
 
@@ -51,6 +52,8 @@ type conn struct {
 	// barrier is closed once the last request queued that is not a
 	// write has been answered; the next write is submitted after that.
 	barrier chan struct{} // reader only
+	// saslServer is the connection's SASL exchange, once begun.
+	saslServer *saslmd5.Server // reader only
 
 	// Counters for cons/stat.
 	received    atomic.Int64
@@ -104,6 +107,9 @@ func (c *conn) identities() []core.ID {
 func (c *conn) run() {
 	go c.writeLoop()
 	defer c.shutdown()
+	if tc, ok := c.nc.(*tls.Conn); ok && !c.tlsIdentity(tc) {
+		return
+	}
 	if c.fourLetterWord() {
 		return
 	}
