@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
-	"unicode/utf16"
 )
 
 // x509ID is the identity ZooKeeper's X509AuthenticationProvider gives a
@@ -99,31 +98,18 @@ func rfc2253AVA(ava rawAVA) string {
 	return out.String()
 }
 
-// derString decodes the string types the JDK writes as text (its
-// isDerString): PrintableString, T61String (as ISO 8859-1), IA5String,
-// GeneralString, BMPString (UTF-16) and UTF8String.
+// derString reads the string types the JDK writes as text (its
+// isDerString): PrintableString, T61String, IA5String, GeneralString,
+// BMPString and UTF8String. Their bytes are read as UTF-8 whatever the
+// type, as the JDK 17 that ZooKeeper 3.8 runs on does (newer JDKs decode
+// T61String and BMPString by their own charsets).
 func derString(v asn1.RawValue) (string, bool) {
 	if v.Class != asn1.ClassUniversal {
 		return "", false
 	}
 	switch v.Tag {
-	case asn1.TagPrintableString, asn1.TagIA5String, asn1.TagUTF8String, asn1.TagGeneralString:
-		return string(v.Bytes), true
-	case asn1.TagT61String:
-		r := make([]rune, len(v.Bytes))
-		for i, c := range v.Bytes {
-			r[i] = rune(c)
-		}
-		return string(r), true
-	case asn1.TagBMPString:
-		if len(v.Bytes)%2 != 0 {
-			return "", false
-		}
-		u := make([]uint16, len(v.Bytes)/2)
-		for i := range u {
-			u[i] = uint16(v.Bytes[2*i])<<8 | uint16(v.Bytes[2*i+1])
-		}
-		return string(utf16.Decode(u)), true
+	case asn1.TagPrintableString, asn1.TagT61String, asn1.TagIA5String, asn1.TagGeneralString, asn1.TagBMPString, asn1.TagUTF8String:
+		return string(v.Bytes), true // an invalid byte ranges as U+FFFD, as Java decodes it
 	}
 	return "", false
 }
