@@ -235,13 +235,13 @@ func (c *conn) sendEvent(typ jute.EventType, path string) {
 	c.pushResponse(e.Bytes())
 }
 
-// sendReply queues a reply; body is encoded only for a successful reply.
+// sendReply queues a reply; body, if any, follows the header.
 func (c *conn) sendReply(xid int32, zxid int64, code jute.Code, body jute.Record) {
 	e := jute.NewEncoder(make([]byte, 0, 64))
 	start := e.BeginFrame()
 	hdr := jute.ReplyHeader{Xid: xid, Zxid: zxid, Err: code}
 	hdr.Encode(e)
-	if code == jute.CodeOk && body != nil {
+	if body != nil {
 		body.Encode(e)
 	}
 	e.EndFrame(start)

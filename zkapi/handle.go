@@ -23,6 +23,9 @@ type reply struct {
 	close bool
 	// fail means the member could not answer: the connection is dropped.
 	fail error
+	// bodyOnError sends body with an error code too (the body is
+	// otherwise sent only with Ok).
+	bodyOnError bool
 }
 
 func errReply(zxid int64, code jute.Code) reply { return reply{zxid: zxid, code: code} }

@@ -45,7 +45,10 @@ func (c *conn) sasl(p *jute.GetSASLRequest) reply {
 			code = jute.CodeSessionClosedRequireSaslAuth
 		}
 		c.log.Info("closing connection: SASL authentication failed", "err", err)
-		return reply{code: code, close: true}
+		// ZooKeeper sends an empty SetSASLResponse with the error, and the
+		// Java client reads it: without it the client fails to parse the
+		// reply and reconnects instead of reporting AuthFailed.
+		return reply{code: code, body: &jute.SetSASLResponse{}, bodyOnError: true, close: true}
 	}
 	if done {
 		user := c.saslServer.User()

@@ -1,0 +1,45 @@
+package zkapi_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/januskv/janus/internal/testenv"
+)
+
+// jaasClients are the client sections CuratorSASL logs in with.
+const jaasClients = `KafkaClient {
+    org.apache.zookeeper.server.auth.DigestLoginModule required
+    username="kafka"
+    password="kafka-secret";
+};
+WrongPassword {
+    org.apache.zookeeper.server.auth.DigestLoginModule required
+    username="kafka"
+    password="not-the-password";
+};
+`
+
+// TestCuratorSASLDifferential runs Curator 5 with JAAS DigestLoginModule
+// logins, as Kafka does, against a ZooKeeper 3.8 and Janus given the same
+// JAAS server file: a SASL user creates a sasl:kafka node, a client
+// without SASL is refused it, a wrong password fails as on ZooKeeper.
+func TestCuratorSASLDifferential(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real ZooKeeper and JVMs")
+	}
+	jaas := writeJAAS(t)
+	clients := filepath.Join(t.TempDir(), "client-jaas.conf")
+	if err := os.WriteFile(clients, []byte(jaasClients), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ref := testenv.StartZooKeeper(t, testenv.ZKOptions{JVMFlags: zkAuthJVMFlags(jaas)})
+	j := startJanus(t, authConfig(t, jaas))
+	want := testenv.RunJava(t, "testdata/CuratorSASL.java", "CuratorSASL", ref.Addr, clients, "/sasl-curator")
+	got := testenv.RunJava(t, "testdata/CuratorSASL.java", "CuratorSASL", j.Addr, clients, "/sasl-curator")
+	if got != want {
+		t.Errorf("Curator SASL differs:\nzookeeper:\n%s\njanus:\n%s", want, got)
+	}
+	t.Logf("janus:\n%s", got)
+}
