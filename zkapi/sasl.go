@@ -81,15 +81,7 @@ func (c *conn) addIdentities(ids ...core.ID) {
 // enforced scheme yet (ZooKeeper's AuthenticationHelper).
 func (c *conn) authEnforced() bool {
 	schemes := c.srv.cfg.EnforceAuthSchemes
-	if len(schemes) == 0 {
-		return false
-	}
-	for _, id := range c.ids {
-		if slices.Contains(schemes, id.Scheme) {
-			return false
-		}
-	}
-	return true
+	return len(schemes) > 0 && !slices.ContainsFunc(schemes, c.hasScheme)
 }
 
 // tlsIdentity completes a TLS connection's handshake and, when the client
