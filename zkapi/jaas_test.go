@@ -88,3 +88,27 @@ func TestValidACLIDs(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseJAAS: no file makes the JAAS parser panic or loop, and every
+// section it returns has modules with a control flag.
+//
+// Run it with: go test ./zkapi -run '^$' -fuzz FuzzParseJAAS -fuzztime 60s
+func FuzzParseJAAS(f *testing.F) {
+	f.Add(`Server { org.apache.zookeeper.server.auth.DigestLoginModule required user_a="x\"y"; };`)
+	f.Add("// c\n/* d */ Client { m optional k=v; m2 sufficient; };")
+	f.Add(`Server { m required user_a=; };`)
+	f.Add(`/* open`)
+	f.Fuzz(func(t *testing.T, s string) {
+		sections, err := parseJAAS(s)
+		if err != nil {
+			return
+		}
+		for name, entries := range sections {
+			for _, e := range entries {
+				if e.module == "" || e.flag == "" {
+					t.Fatalf("section %q: entry %+v without a module or flag", name, e)
+				}
+			}
+		}
+	})
+}
