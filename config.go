@@ -18,6 +18,7 @@ import (
 	"github.com/januskv/janus/internal/tlsfiles"
 	"github.com/januskv/janus/server"
 	"github.com/januskv/janus/zab"
+	"github.com/januskv/janus/zkapi"
 )
 
 // Config is everything the command line sets.
@@ -79,6 +80,14 @@ type Config struct {
 	// ZKSecureListen is the ZooKeeper face's TLS port (ZooKeeper's
 	// secureClientPort); it uses the client certificate flags.
 	ZKSecureListen string
+	// ZooKeeper authentication beyond digest and ip: the super digest,
+	// the x509 and SASL super users, the SASL DIGEST-MD5 users (read from
+	// --zk-sasl-jaas-file) and the schemes every session must use.
+	ZKSuperDigest        string
+	ZKX509SuperUser      string
+	ZKSASLUsers          map[string]string
+	ZKSASLSuperUser      string
+	ZKEnforceAuthSchemes []string
 
 	// Client TLS (etcd's flags): the etcd port, the ZooKeeper secure port
 	// and the HTTP port. Peer TLS: the zab transport. HTTPTLS, when its
@@ -216,6 +225,11 @@ func parseConfig(args, environ []string, stderr io.Writer) (Config, error) {
 	idFromHostname := fs.Bool("id-from-hostname", false, "take --id from the trailing number of the host name, plus 1 (a Kubernetes StatefulSet's pod janus-0 is member 1)")
 	extendedTypes := fs.Bool("extended-types-enabled", true, "allow TTL znodes, as ZooKeeper's extendedTypesEnabled (on by default in Janus; off when --zk-config's file does not turn it on, as in ZooKeeper)")
 	fs.BoolVar(&cfg.EnforceQuota, "zk-enforce-quota", false, "refuse ZooKeeper writes past a hard quota set with setquota, as zookeeper.enforceQuota=true does")
+	fs.StringVar(&cfg.ZKSuperDigest, "zk-super-digest", "", "ZooKeeper super user as user:base64(sha1(user:password)), as -Dzookeeper.DigestAuthenticationProvider.superDigest: a session that adds that digest passes every ACL")
+	fs.StringVar(&cfg.ZKX509SuperUser, "zk-x509-super-user", "", "client certificate subject (RFC 2253, as x509 ACLs name it) that is the ZooKeeper super user, as -Dzookeeper.X509AuthenticationProvider.superUser")
+	jaasFile := fs.String("zk-sasl-jaas-file", "", "JAAS file whose Server section's user_NAME=\"password\" options are the SASL DIGEST-MD5 users of the ZooKeeper face, as ZooKeeper's -Djava.security.auth.login.config")
+	fs.StringVar(&cfg.ZKSASLSuperUser, "zk-sasl-super-user", "", "SASL user that is the ZooKeeper super user, as -Dzookeeper.superUser")
+	enforceSchemes := fs.String("zk-enforce-auth-schemes", "", "refuse, and close, a ZooKeeper session's requests until it holds an identity of one of these schemes (comma separated), as zookeeper.enforce.auth.enabled with enforce.auth.schemes; sasl is sessionRequireClientSASLAuth")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -258,6 +272,16 @@ func parseConfig(args, environ []string, stderr io.Writer) (Config, error) {
 		return cfg, fmt.Errorf("--tls-min-version, --tls-max-version, --cipher-suites: %w", err)
 	}
 	cfg.CORS, cfg.HostWhitelist = splitList(*cors), splitList(*hosts)
+	cfg.ZKEnforceAuthSchemes = splitList(*enforceSchemes)
+	if *jaasFile != "" {
+		if cfg.ZKSASLUsers, err = zkapi.ReadJAASUsers(*jaasFile, "Server"); err != nil {
+			return cfg, fmt.Errorf("--zk-sasl-jaas-file: %w", err)
+		}
+	}
+	zkAuth := zkapi.Config{SuperDigest: cfg.ZKSuperDigest, EnforceAuthSchemes: cfg.ZKEnforceAuthSchemes}
+	if err := zkAuth.CheckAuth(); err != nil {
+		return cfg, fmt.Errorf("ZooKeeper authentication flags: %w", err)
+	}
 	if err := checkTLS(cfg); err != nil {
 		return cfg, err
 	}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -186,6 +187,11 @@ var (
 		"jute.maxbuffer":                 "jute-maxbuffer",
 		"extendedTypesEnabled":           "extended-types-enabled",
 		"zookeeper.extendedTypesEnabled": "extended-types-enabled",
+		// ZooKeeper makes any other key k the system property
+		// zookeeper.k, so these are its -D authentication settings.
+		"DigestAuthenticationProvider.superDigest": "zk-super-digest",
+		"X509AuthenticationProvider.superUser":     "zk-x509-super-user",
+		"superUser":                                "zk-sasl-super-user",
 	}
 	zooCfgIgnored = map[string]bool{
 		"dataLogDir": true, "initLimit": true, "preAllocSize": true, "snapCount": true,
@@ -197,6 +203,10 @@ var (
 		"clientPortListenBacklog": true, "globalOutstandingLimit": true,
 		"syncEnabled": true, "forceSync": true, "leaderServes": true,
 	}
+	// zooCfgIgnoredPrefixes are key families read without acting on:
+	// authProvider.N loads an authentication provider class, and Janus
+	// has its providers built in.
+	zooCfgIgnoredPrefixes = []string{"authProvider."}
 )
 
 // readZooCfg maps a ZooKeeper configuration file onto Janus's flags.
@@ -296,11 +306,25 @@ func readZooCfg(path string) (values []fileValue, ignored []string, err error) {
 				add(k, "auto-compaction-retention", fmt.Sprintf("%dh", n))
 			}
 		case k == "clientPort" || k == "clientPortAddress" || k == "syncLimit":
-		case zooCfgIgnored[k]:
+		case k == "sessionRequireClientSASLAuth" || k == "enforce.auth.enabled" || k == "enforce.auth.schemes":
+			// Read together below.
+		case zooCfgIgnored[k] || slices.ContainsFunc(zooCfgIgnoredPrefixes, func(p string) bool { return strings.HasPrefix(k, p) }):
 			ignored = append(ignored, k)
 		default:
 			return nil, nil, fmt.Errorf("zk config %s: unknown key %q", path, k)
 		}
+	}
+	// AuthenticationHelper: sessionRequireClientSASLAuth=true means sasl
+	// is required, and wins over enforce.auth.enabled with its schemes.
+	switch {
+	case strings.EqualFold(props["sessionRequireClientSASLAuth"], "true"):
+		add("sessionRequireClientSASLAuth", "zk-enforce-auth-schemes", "sasl")
+	case strings.EqualFold(props["enforce.auth.enabled"], "true"):
+		schemes := strings.ReplaceAll(props["enforce.auth.schemes"], " ", "")
+		if schemes == "" {
+			return nil, nil, fmt.Errorf("zk config %s: enforce.auth.enabled is true, so enforce.auth.schemes must be set", path)
+		}
+		add("enforce.auth.schemes", "zk-enforce-auth-schemes", schemes)
 	}
 	if _, on := props["extendedTypesEnabled"]; !on {
 		if _, on := props["zookeeper.extendedTypesEnabled"]; !on {

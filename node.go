@@ -256,6 +256,11 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 		EnforceQuota:         cfg.EnforceQuota,
 		Dirs:                 member.Dirs,
 		RootToken:            n.etcd.RootToken,
+		SuperDigest:          cfg.ZKSuperDigest,
+		X509SuperUser:        cfg.ZKX509SuperUser,
+		SASLUsers:            cfg.ZKSASLUsers,
+		SASLSuperUser:        cfg.ZKSASLSuperUser,
+		EnforceAuthSchemes:   cfg.ZKEnforceAuthSchemes,
 	})
 	reg.WatchMember(member, metrics.MemberOptions{Version: etcdapi.DefaultVersion})
 	reg.WatchZooKeeper(n.zk)

@@ -64,6 +64,16 @@ func fixupACL(acl []jute.ACL, auth []core.ID) ([]core.ACL, bool) {
 				return nil, false
 			}
 			add(core.ACL{Perms: core.Perm(a.Perms), ID: core.ID{Scheme: a.ID.Scheme, ID: a.ID.ID}})
+		case "sasl":
+			if !validSASLID(a.ID.ID) {
+				return nil, false
+			}
+			add(core.ACL{Perms: core.Perm(a.Perms), ID: core.ID{Scheme: a.ID.Scheme, ID: a.ID.ID}})
+		case "x509":
+			if !validX509ID(a.ID.ID) {
+				return nil, false
+			}
+			add(core.ACL{Perms: core.Perm(a.Perms), ID: core.ID{Scheme: a.ID.Scheme, ID: a.ID.ID}})
 		case core.EtcdScheme:
 			// An etcd user: with etcd auth on, etcd requests act on
 			// znodes as etcd:<user>.
@@ -79,10 +89,87 @@ func fixupACL(acl []jute.ACL, auth []core.ID) ([]core.ACL, bool) {
 }
 
 // authenticatedScheme reports whether identities of a scheme count for the
-// "auth" ACL scheme: ZooKeeper's isAuthenticated is true for digest and
-// false for ip.
+// "auth" ACL scheme: ZooKeeper's isAuthenticated is true for digest, x509
+// and sasl and false for ip; "super" has no provider there, so a super
+// user's "auth" ACL names its other identities only.
 func authenticatedScheme(scheme string) bool {
-	return scheme == "digest" || scheme == "super" || scheme == core.EtcdScheme
+	switch scheme {
+	case "digest", "x509", "sasl", core.EtcdScheme:
+		return true
+	}
+	return false
+}
+
+// validSASLID mirrors SASLAuthenticationProvider.isValid: the id must be
+// a Kerberos name, which refuses only a name with an "@" that is not
+// service[/host]@REALM.
+func validSASLID(id string) bool {
+	if !strings.Contains(id, "@") {
+		return true
+	}
+	name, realm, _ := strings.Cut(id, "@")
+	service, host, _ := strings.Cut(name, "/")
+	return !strings.ContainsAny(realm, "/@") && !strings.Contains(host, "/") && !strings.ContainsAny(service, "@")
+}
+
+// validX509ID approximates X509AuthenticationProvider.isValid, which
+// parses the id as an X.500 name (new X500Principal(id)): every comma- or
+// plus-separated attribute must be type=value, the type a keyword the JDK
+// knows or a dotted OID.
+func validX509ID(id string) bool {
+	if strings.TrimSpace(id) == "" {
+		return false
+	}
+	for _, ava := range splitUnescaped(id, ",+") {
+		typ, _, ok := strings.Cut(ava, "=")
+		if !ok || !x500Type(strings.TrimSpace(typ)) {
+			return false
+		}
+	}
+	return true
+}
+
+// x500Keywords are the attribute type keywords X500Principal parses.
+var x500Keywords = []string{"CN", "C", "L", "S", "ST", "O", "OU", "T", "IP", "STREET", "DC",
+	"DNQUALIFIER", "DNQ", "SURNAME", "GIVENNAME", "INITIALS", "GENERATION", "EMAIL",
+	"EMAILADDRESS", "UID", "SERIALNUMBER"}
+
+func x500Type(typ string) bool {
+	if slices.Contains(x500Keywords, strings.ToUpper(typ)) {
+		return true
+	}
+	if len(typ) > 4 && strings.EqualFold(typ[:4], "OID.") {
+		typ = typ[4:]
+	}
+	arcs := strings.Split(typ, ".")
+	if len(arcs) < 2 {
+		return false
+	}
+	for _, a := range arcs {
+		if _, err := strconv.ParseUint(a, 10, 32); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// splitUnescaped splits s at the separator bytes not escaped by a
+// backslash nor inside double quotes.
+func splitUnescaped(s, seps string) []string {
+	var parts []string
+	start, quoted := 0, false
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '\\':
+			i++
+		case c == '"':
+			quoted = !quoted
+		case !quoted && strings.IndexByte(seps, c) >= 0:
+			parts = append(parts, s[start:i])
+			start = i + 1
+		}
+	}
+	return append(parts, s[start:])
 }
 
 // etcdUser checks "user:password" against etcd's auth store, which must be
@@ -160,11 +247,15 @@ func redactDigests(acl []jute.ACL) []jute.ACL {
 	return out
 }
 
-// userName is what whoAmI shows for an identity: the user part of a digest.
+// userName is what whoAmI shows for an identity: the user part of a
+// digest; nothing for super, which has no provider in ZooKeeper.
 func userName(id core.ID) string {
-	if id.Scheme == "digest" {
+	switch id.Scheme {
+	case "digest":
 		user, _, _ := strings.Cut(id.ID, ":")
 		return user
+	case "super":
+		return ""
 	}
 	return id.ID
 }

@@ -1,7 +1,10 @@
 package zkapi
 
 import (
+	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/januskv/janus/zkapi/jute"
@@ -55,6 +58,44 @@ type Config struct {
 	// that show sessions need one (see adminauth.go). nil refuses every
 	// token.
 	RootToken func(token string) bool
+
+	// SuperDigest is ZooKeeper's DigestAuthenticationProvider.superDigest,
+	// "user:base64(sha1(user:password))": a session that adds that digest
+	// identity is also super, which passes every ACL.
+	SuperDigest string
+	// X509SuperUser is zookeeper.X509AuthenticationProvider.superUser: a
+	// TLS client whose certificate subject is this name is super.
+	X509SuperUser string
+	// SASLUsers are the users and passwords SASL DIGEST-MD5 accepts, as a
+	// ZooKeeper server's JAAS Server section lists them (see
+	// ReadJAASUsers); nil answers SASL requests as a ZooKeeper without a
+	// JAAS login does.
+	SASLUsers map[string]string
+	// SASLSuperUser is zookeeper.superUser: the SASL user that is super.
+	SASLSuperUser string
+	// EnforceAuthSchemes, when not empty, refuses every request but auth
+	// and SASL from a session that holds no identity of one of these
+	// schemes, and closes it, as ZooKeeper's enforce.auth.enabled with
+	// enforce.auth.schemes (sessionRequireClientSASLAuth is ["sasl"]).
+	EnforceAuthSchemes []string
+}
+
+// AuthSchemes are the schemes a session can authenticate with, and so
+// those EnforceAuthSchemes may name.
+var AuthSchemes = []string{"ip", "digest", "x509", "sasl", "etcd"}
+
+// CheckAuth reports a misconfigured authentication setting, which
+// ZooKeeper would refuse to start with.
+func (c Config) CheckAuth() error {
+	for _, s := range c.EnforceAuthSchemes {
+		if !slices.Contains(AuthSchemes, s) {
+			return fmt.Errorf("authentication scheme %q is not available (have %s)", s, strings.Join(AuthSchemes, ", "))
+		}
+	}
+	if c.SuperDigest != "" && !validDigestID(c.SuperDigest) {
+		return fmt.Errorf("super digest %q is not user:base64-sha1", c.SuperDigest)
+	}
+	return nil
 }
 
 func (c Config) withDefaults() Config {

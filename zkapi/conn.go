@@ -16,6 +16,7 @@ import (
 
 	"github.com/januskv/janus/core"
 	"github.com/januskv/janus/translate"
+	"github.com/januskv/janus/internal/saslmd5"
 	"github.com/januskv/janus/zkapi/jute"
 )
 
@@ -52,6 +53,8 @@ type conn struct {
 	// barrier is closed once the last request queued that is not a
 	// write has been answered; the next write is submitted after that.
 	barrier chan struct{} // reader only
+	// saslServer is the connection's SASL exchange, once begun.
+	saslServer *saslmd5.Server // reader only
 
 	// Counters for cons/stat.
 	received    atomic.Int64
@@ -105,6 +108,9 @@ func (c *conn) identities() []core.ID {
 func (c *conn) run() {
 	go c.writeLoop()
 	defer c.shutdown()
+	if tc, ok := c.nc.(*tls.Conn); ok && !c.tlsIdentity(tc) {
+		return
+	}
 	if c.fourLetterWord() {
 		return
 	}
@@ -230,13 +236,13 @@ func (c *conn) sendEvent(typ jute.EventType, path string) {
 	c.pushResponse(e.Bytes())
 }
 
-// sendReply queues a reply; body is encoded only for a successful reply.
+// sendReply queues a reply; body, if any, follows the header.
 func (c *conn) sendReply(xid int32, zxid int64, code jute.Code, body jute.Record) {
 	e := jute.NewEncoder(make([]byte, 0, 64))
 	start := e.BeginFrame()
 	hdr := jute.ReplyHeader{Xid: xid, Zxid: zxid, Err: code}
 	hdr.Encode(e)
-	if code == jute.CodeOk && body != nil {
+	if body != nil {
 		body.Encode(e)
 	}
 	e.EndFrame(start)

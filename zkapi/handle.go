@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,6 +24,9 @@ type reply struct {
 	close bool
 	// fail means the member could not answer: the connection is dropped.
 	fail error
+	// bodyOnError sends body with an error code too (the body is
+	// otherwise sent only with Ok).
+	bodyOnError bool
 }
 
 func errReply(zxid int64, code jute.Code) reply { return reply{zxid: zxid, code: code} }
@@ -41,6 +45,13 @@ func (c *conn) prepare(frame []byte) (*request, bool) {
 		return nil, false
 	}
 	req := &request{xid: hdr.Xid, op: hdr.Type, ids: c.ids, start: time.Now()}
+	// Before anything else, as ZooKeeper's processPacket checks it.
+	if hdr.Type != jute.OpAuth && hdr.Type != jute.OpSASL && c.authEnforced() {
+		c.log.Info("closing connection: the session has not authenticated with a required scheme",
+			"schemes", c.srv.cfg.EnforceAuthSchemes, "op", hdr.Type)
+		req.answer = func() reply { return reply{code: jute.CodeSessionClosedRequireSaslAuth, close: true} }
+		return req, false
+	}
 	rec, known := jute.NewRequest(hdr.Type)
 	if !known || hdr.Type == jute.OpCreateSession {
 		// ZooKeeper answers an unknown opcode with Unimplemented and
@@ -77,6 +88,10 @@ func (c *conn) prepare(frame []byte) (*request, bool) {
 		}
 	case jute.OpAuth:
 		r := c.addAuth(rec.(*jute.AuthPacket))
+		req.answer = func() reply { return r }
+		return req, !r.close
+	case jute.OpSASL:
+		r := c.sasl(rec.(*jute.GetSASLRequest))
 		req.answer = func() reply { return r }
 		return req, !r.close
 	default:
@@ -153,7 +168,7 @@ func (c *conn) handle(op jute.OpCode, rec jute.Record, ids []core.ID) reply {
 		// face; ZooKeeper with reconfigEnabled=false answers the same.
 		return errReply(c.srv.watches.Dispatched(), jute.CodeReconfigDisabled)
 	}
-	// SASL and other known but unsupported requests.
+	// Known but unsupported requests.
 	return errReply(c.srv.watches.Dispatched(), jute.CodeUnimplemented)
 }
 
@@ -712,8 +727,21 @@ func (c *conn) addAuth(p *jute.AuthPacket) reply {
 			return reply{code: jute.CodeAuthFailed, close: true}
 		}
 		id = core.ID{Scheme: "digest", ID: d}
+		if super := c.srv.cfg.SuperDigest; super != "" && d == super {
+			// ZooKeeper adds super before the digest identity.
+			c.log.Info("super user authenticated by digest", "user", userName(id))
+			c.addIdentities(core.ID{Scheme: "super", ID: ""})
+		}
 	case "ip":
 		id = core.ID{Scheme: "ip", ID: c.remote}
+	case "x509":
+		// The identity comes from the TLS handshake; asking for it again
+		// succeeds only on a connection that has it.
+		if !c.hasScheme("x509") {
+			c.log.Info("closing connection: x509 authentication without a client certificate")
+			return reply{code: jute.CodeAuthFailed, close: true}
+		}
+		return reply{}
 	case core.EtcdScheme:
 		// An etcd user, with its etcd password: the session then acts
 		// as etcd:<user> in ACLs, as that user's etcd requests do.
@@ -727,19 +755,14 @@ func (c *conn) addAuth(p *jute.AuthPacket) reply {
 		c.log.Info("closing connection: unknown auth scheme", "scheme", p.Scheme)
 		return reply{code: jute.CodeAuthFailed, close: true}
 	}
-	c.authMu.Lock()
-	dup := false
-	for _, have := range c.auth {
-		dup = dup || have == id
-	}
-	if !dup {
-		c.auth = append(c.auth, id)
-	}
-	c.authMu.Unlock()
-	// Requests read before this one keep the identities they were read
-	// with, so c.ids is replaced, never changed in place.
-	c.ids = c.identities()
+	c.addIdentities(id)
 	return reply{}
+}
+
+// hasScheme reports whether the session holds an identity of scheme.
+// Only the reader calls it.
+func (c *conn) hasScheme(scheme string) bool {
+	return slices.ContainsFunc(c.ids, func(id core.ID) bool { return id.Scheme == scheme })
 }
 
 func (c *conn) whoAmI(ids []core.ID) reply {

@@ -173,7 +173,11 @@ func (c *conn) reply(req *request) bool {
 		// xid the request carried.
 		xid = jute.XidPing
 	}
-	c.sendReply(xid, r.zxid, r.code, r.body)
+	body := r.body
+	if r.code != jute.CodeOk && !r.bodyOnError {
+		body = nil // an error reply is the header alone
+	}
+	c.sendReply(xid, r.zxid, r.code, body)
 	now := time.Now()
 	c.record(req.op, req.xid, r.zxid, now.Sub(req.start), now)
 	if req.op == jute.OpAuth && r.code == jute.CodeAuthFailed {
