@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/januskv/janus/core"
-	"github.com/januskv/janus/translate"
 	"github.com/januskv/janus/internal/saslmd5"
+	"github.com/januskv/janus/translate"
 	"github.com/januskv/janus/zkapi/jute"
 )
 
