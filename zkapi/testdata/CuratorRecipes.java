@@ -32,6 +32,18 @@ public class CuratorRecipes {
         return c;
     }
 
+    // awaitSeen takes the cache's reports of /curator/cache's children into
+    // got until want is among them.
+    static void awaitSeen(BlockingQueue<String> seen, List<String> got, String want) throws InterruptedException {
+        while (!got.contains(want)) {
+            String s = seen.poll(WAIT, TimeUnit.SECONDS);
+            check(s != null, "waiting for \"" + want + "\", cache saw only " + got);
+            if (s.startsWith("create /curator/cache/") || s.startsWith("change /curator/cache/") || s.startsWith("delete /curator/cache/")) {
+                got.add(s);
+            }
+        }
+    }
+
     static void check(boolean ok, String what) {
         if (!ok) {
             throw new IllegalStateException(what);
@@ -97,8 +109,11 @@ public class CuratorRecipes {
         b.close();
         System.out.println("ok LeaderLatch");
 
-        // CuratorCache sees another client's create, change and delete (a
-        // change may be folded into the create when the cache reads late).
+        // CuratorCache sees another client's create, change and delete.
+        // Each step waits for the cache to report the one before: the
+        // cache reads a node when told it was created or changed, and a
+        // node deleted before that read never enters the cache, so its
+        // delete is not reported either (on ZooKeeper as on Janus).
         BlockingQueue<String> seen = new LinkedBlockingQueue<>();
         zk.create().forPath("/curator/cache");
         try (CuratorCache cache = CuratorCache.build(zk, "/curator/cache")) {
@@ -112,18 +127,14 @@ public class CuratorRecipes {
             cache.start();
             check(primed.await(WAIT, TimeUnit.SECONDS), "cache not initialized");
             CuratorFramework other = clients.get(1);
-            other.create().forPath("/curator/cache/x", "1".getBytes());
-            other.setData().forPath("/curator/cache/x", "2".getBytes());
-            other.delete().forPath("/curator/cache/x");
             List<String> got = new ArrayList<>();
-            while (!got.contains("delete /curator/cache/x")) {
-                String s = seen.poll(WAIT, TimeUnit.SECONDS);
-                check(s != null, "cache saw only " + got);
-                if (s.startsWith("create /curator/cache/") || s.startsWith("change /curator/cache/") || s.startsWith("delete /curator/cache/")) {
-                    got.add(s);
-                }
-            }
-            check(got.get(0).equals("create /curator/cache/x"), "cache saw " + got);
+            other.create().forPath("/curator/cache/x", "1".getBytes());
+            awaitSeen(seen, got, "create /curator/cache/x");
+            other.setData().forPath("/curator/cache/x", "2".getBytes());
+            awaitSeen(seen, got, "change /curator/cache/x 2");
+            other.delete().forPath("/curator/cache/x");
+            awaitSeen(seen, got, "delete /curator/cache/x");
+            check(got.equals(List.of("create /curator/cache/x", "change /curator/cache/x 2", "delete /curator/cache/x")), "cache saw " + got);
         }
         System.out.println("ok CuratorCache");
 
