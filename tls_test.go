@@ -171,9 +171,23 @@ zk = KazooClient(hosts=sys.argv[1], use_ssl=True, certfile=sys.argv[2], keyfile=
 zk.start(timeout=30)
 zk.create("/tls-kazoo", b"from-kazoo")
 print(zk.get("/tls-etcd")[0].decode())
+# digest over TLS: a node only alice's digest reads, refused to another session
+from kazoo.security import make_digest_acl
+from kazoo.exceptions import NoAuthError
+zk.add_auth("digest", "alice:secret")
+zk.create("/tls-alice", b"hers", acl=[make_digest_acl("alice", "secret", all=True)])
+other = KazooClient(hosts=sys.argv[1], use_ssl=True, certfile=sys.argv[2], keyfile=sys.argv[3], ca=sys.argv[4], verify_certs=True)
+other.start(timeout=30)
+try:
+    other.get("/tls-alice")
+    print("read without auth")
+except NoAuthError:
+    print(zk.get("/tls-alice")[0].decode())
+other.stop()
+zk.delete("/tls-alice")
 zk.stop()
 `, a.ZKSecure, s.client.Cert, s.client.Key, s.client.CA)
-	if out != "from-etcdctl\n" {
+	if out != "from-etcdctl\nhers\n" {
 		t.Errorf("kazoo over TLS read %q", out)
 	}
 

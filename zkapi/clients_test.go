@@ -41,7 +41,7 @@ func TestCuratorRecipes(t *testing.T) {
 		t.Skip("runs Curator")
 	}
 	out := testenv.RunJava(t, "testdata/CuratorRecipes.java", "CuratorRecipes", target(t))
-	for _, recipe := range []string{"InterProcessMutex", "container parents", "LeaderLatch", "CuratorCache", "PersistentWatcher"} {
+	for _, recipe := range []string{"InterProcessMutex", "container parents", "LeaderLatch", "CuratorCache", "PersistentWatcher", "digest"} {
 		if !strings.Contains(out, "ok "+recipe+"\n") {
 			t.Errorf("Curator %s did not pass; output:\n%s", recipe, out)
 		}

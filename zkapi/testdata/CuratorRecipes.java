@@ -17,8 +17,13 @@ import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.watch.PersistentWatcher;
 import org.apache.curator.retry.ExponentialBackoffRetry;
+import org.apache.zookeeper.KeeperException;
 import org.apache.zookeeper.WatchedEvent;
 import org.apache.zookeeper.Watcher;
+import org.apache.zookeeper.ZooDefs;
+import org.apache.zookeeper.data.ACL;
+import org.apache.zookeeper.data.Id;
+import org.apache.zookeeper.server.auth.DigestAuthenticationProvider;
 
 public class CuratorRecipes {
     static final int WAIT = 60;
@@ -144,8 +149,19 @@ public class CuratorRecipes {
         try (PersistentWatcher pw = new PersistentWatcher(zk, "/curator/pw", true)) {
             pw.getListenable().addListener(events::add);
             pw.start();
-            Thread.sleep(200);
             CuratorFramework other = clients.get(2);
+            // The recipe sets its watch in the background: changes until
+            // the first is reported may go unseen, so a probe node is
+            // created and removed until one is.
+            long probeDeadline = System.currentTimeMillis() + WAIT * 1000L;
+            boolean watching = false;
+            while (!watching && System.currentTimeMillis() < probeDeadline) {
+                other.create().forPath("/curator/pw/probe");
+                other.delete().forPath("/curator/pw/probe");
+                WatchedEvent ev = events.poll(100, TimeUnit.MILLISECONDS);
+                watching = ev != null && "/curator/pw/probe".equals(ev.getPath());
+            }
+            check(watching, "persistent watcher never fired");
             other.create().forPath("/curator/pw/a");
             other.setData().forPath("/curator/pw/a", "x".getBytes());
             other.delete().forPath("/curator/pw/a");
@@ -153,13 +169,33 @@ public class CuratorRecipes {
             while (got.size() < 3) {
                 WatchedEvent ev = events.poll(WAIT, TimeUnit.SECONDS);
                 check(ev != null, "persistent watcher saw only " + got);
-                if (ev.getType() != Watcher.Event.EventType.None) {
+                if (ev.getType() != Watcher.Event.EventType.None && "/curator/pw/a".equals(ev.getPath())) {
                     got.add(ev.getType() + " " + ev.getPath());
                 }
             }
             check(got.equals(List.of("NodeCreated /curator/pw/a", "NodeDataChanged /curator/pw/a", "NodeDeleted /curator/pw/a")), "persistent watcher saw " + got);
         }
         System.out.println("ok PersistentWatcher");
+
+        // Digest authentication: a client built with Curator's
+        // authorization() creates a node only its digest identity may
+        // read; a client without it is refused with NoAuth.
+        CuratorFramework alice = CuratorFrameworkFactory.builder().connectString(connect)
+            .sessionTimeoutMs(15000).connectionTimeoutMs(15000).retryPolicy(new ExponentialBackoffRetry(100, 5))
+            .authorization("digest", "alice:secret".getBytes()).build();
+        alice.start();
+        check(alice.blockUntilConnected(WAIT, TimeUnit.SECONDS), "alice not connected");
+        String aliceID = DigestAuthenticationProvider.generateDigest("alice:secret");
+        alice.create().withACL(List.of(new ACL(ZooDefs.Perms.ALL, new Id("digest", aliceID)))).forPath("/curator/alice", "hers".getBytes());
+        check(new String(alice.getData().forPath("/curator/alice")).equals("hers"), "alice cannot read her node");
+        try {
+            zk.getData().forPath("/curator/alice");
+            check(false, "a client without alice's digest read her node");
+        } catch (KeeperException.NoAuthException expected) {
+        }
+        alice.delete().forPath("/curator/alice");
+        alice.close();
+        System.out.println("ok digest");
 
         for (CuratorFramework c : clients) {
             c.close();
