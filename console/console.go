@@ -75,6 +75,7 @@ func (c *Console) Register(mux *http.ServeMux) {
 		"node":      c.node,
 		"children":  c.children,
 		"keys":      c.keys,
+		"search":    c.search,
 		"history":   c.history,
 		"sessions":  c.sessions,
 		"cluster":   c.cluster,

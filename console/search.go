@@ -1,0 +1,95 @@
+package console
+
+import (
+	"bytes"
+	"encoding/base64"
+
+	"github.com/januskv/janus/core"
+)
+
+// hit is one key a search found, with enough to link to it and tell what
+// it is without opening it.
+type hit struct {
+	Key64     string `json:"key64"`
+	IsPath    bool   `json:"isPath"`
+	Ephemeral bool   `json:"ephemeral"`
+	Version   int64  `json:"version"`
+	ModRev    int64  `json:"modRevision"`
+}
+
+// searchAnswer is one page of a search.
+type searchAnswer struct {
+	Rev  int64 `json:"rev"`
+	Hits []hit `json:"hits"`
+	// Scanned is how many keys this page examined.
+	Scanned int `json:"scanned"`
+	// Next is the key64 to continue after, "" when the search has
+	// covered every key it can match.
+	Next string `json:"next"`
+}
+
+// search answers /ui/api/search?q=&mode=&after64=&limit=: the stored keys
+// of the whole keyspace that start with q (mode=prefix, the default) or
+// contain it (mode=contains), in key order, byte for byte. A prefix search
+// reads only the keys under q; a substring search reads every key from the
+// cursor on, at most maxScan per call, and hands back a cursor, so a large
+// store costs several short requests, never one long one. Implicit parents
+// are not stored keys and are not found; keys the user may not read (its
+// etcd roles, or the znode's ACL) are left out as the tree leaves them out.
+func (c *Console) search(r *request) (any, error) {
+	q := []byte(r.URL.Query().Get("q"))
+	contains := false
+	switch mode := r.URL.Query().Get("mode"); mode {
+	case "", "prefix":
+	case "contains":
+		contains = true
+		if len(q) == 0 {
+			return nil, badRequest("a substring search needs q")
+		}
+	default:
+		return nil, badRequest("mode must be prefix or contains")
+	}
+	limit, err := intParam(r, "limit", 100, maxPage)
+	if err != nil {
+		return nil, err
+	}
+	if limit == 0 {
+		return nil, badRequest("limit must be positive")
+	}
+	start, end := q, core.PrefixEnd(q)
+	if contains {
+		start, end = nil, nil
+	}
+	if s := r.URL.Query().Get("after64"); s != "" {
+		after, err := base64.StdEncoding.DecodeString(s)
+		if err != nil {
+			return nil, badRequest("after64 is not base64")
+		}
+		if after = append(after, 0); bytes.Compare(after, start) > 0 {
+			start = after
+		}
+	}
+	v, err := c.cfg.Backend.Read(r.Context(), 0)
+	if err != nil {
+		return nil, err
+	}
+	defer v.Close()
+	a := searchAnswer{Rev: v.Rev(), Hits: []hit{}}
+	var last []byte
+	err = v.Range(start, end, func(n *core.Node) bool {
+		a.Scanned++
+		last = n.Key
+		if (!contains || bytes.Contains(n.Key, q)) && c.mayReadNode(r, n) {
+			a.Hits = append(a.Hits, hit{Key64: base64.StdEncoding.EncodeToString(n.Key), IsPath: core.IsTreePath(n.Key),
+				Ephemeral: n.Lease != 0, Version: n.Version, ModRev: n.ModRev})
+		}
+		return len(a.Hits) < limit && a.Scanned < maxScan
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(a.Hits) >= limit || a.Scanned >= maxScan {
+		a.Next = base64.StdEncoding.EncodeToString(last)
+	}
+	return a, nil
+}
