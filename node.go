@@ -272,6 +272,7 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 		Logger:       logger.With("face", "console"),
 		TokenUser:    n.etcd.TokenUser,
 		SessionAddrs: n.zk.SessionAddrs,
+		LeaseClient:  n.etcd.LeaseClient,
 		Dial:         memberDialer(clientTLS, logger),
 	})
 	n.console.Register(mux)

@@ -39,6 +39,10 @@ type Config struct {
 	// SessionAddrs maps the ZooKeeper sessions connected to this member to
 	// their clients' addresses (zkapi.Server.SessionAddrs); may be nil.
 	SessionAddrs func() map[int64]string
+	// LeaseClient names the client that granted an etcd lease through
+	// this member (etcdapi.Server.LeaseClient), "" when unknown; may be
+	// nil.
+	LeaseClient func(id int64) string
 	// Dial connects to another member, to ask it how it is (see
 	// cluster.go); nil leaves the other members' figures out. The console
 	// keeps one client per member and closes it when the member leaves

@@ -165,3 +165,43 @@ func TestAPIEventsFromRevision(t *testing.T) {
 		t.Errorf("rev=x: status %d, want 400", resp.StatusCode)
 	}
 }
+
+// TestAPILeaseClient grants one lease over gRPC and one through the JSON
+// gateway and checks the sessions list names each granting client.
+func TestAPILeaseClient(t *testing.T) {
+	j := start(t, 1)
+	grpcLease, err := j.etcd.Grant(t.Context(), 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Post(j.base+"/v3/lease/grant", "application/json", strings.NewReader(`{"TTL":60}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var granted struct {
+		ID int64 `json:"ID,string"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&granted)
+	resp.Body.Close()
+	if err != nil || granted.ID == 0 {
+		t.Fatalf("gateway grant: %v (status %d)", err, resp.StatusCode)
+	}
+	var sessions struct {
+		Sessions []struct {
+			ID     int64  `json:"id,string"`
+			Face   string `json:"face"`
+			Client string `json:"client"`
+		}
+	}
+	j.get(t, "", "sessions", nil, &sessions)
+	clients := map[int64]string{}
+	for _, s := range sessions.Sessions {
+		clients[s.ID] = s.Client
+	}
+	if got := clients[int64(grpcLease.ID)]; !strings.HasPrefix(got, "127.0.0.1:") {
+		t.Errorf("the gRPC client's lease shows client %q, want its 127.0.0.1 address and port", got)
+	}
+	if got := clients[granted.ID]; got != "127.0.0.1 (JSON gateway)" {
+		t.Errorf("the gateway client's lease shows client %q, want \"127.0.0.1 (JSON gateway)\"", got)
+	}
+}
