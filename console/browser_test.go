@@ -266,6 +266,7 @@ func TestBrowserBigParent(t *testing.T) {
 	waitText(t, ctx, "#child-count", strconv.Itoa(total))
 	eval[int](t, ctx, `(() => { const l = document.getElementById('children'); l.scrollTop = l.scrollHeight; return 0; })()`)
 	waitText(t, ctx, "#children", childName(total-1))
+	screenshot(t, ctx, "big-list")
 	rows := eval[int](t, ctx, `document.querySelectorAll('#children .row').length`)
 	if rows == 0 || rows > 100 {
 		t.Errorf("%d rows drawn, want only the ones in sight", rows)
@@ -418,11 +419,124 @@ func TestBrowserEvents(t *testing.T) {
 	screenshot(t, ctx, "events")
 
 	// An open stream must not hold up a graceful stop, and the page says
-	// the stream ended.
+	// it lost the stream and tries again after the last revision it saw.
 	if err := j.c.Stop(0, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	waitText(t, ctx, "#events-state", "ended")
+	waitText(t, ctx, "#events-state", "reconnecting (after revision")
+}
+
+// TestBrowserEventsFromRevision picks a past revision in the page and
+// sees the changes made before the page opened; then one of a compacted
+// revision is refused as etcd refuses it.
+func TestBrowserEventsFromRevision(t *testing.T) {
+	j := start(t, 1)
+	ctx := browser(t)
+	first, err := j.etcd.Put(t.Context(), "/past/a", "one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.etcd.Put(t.Context(), "/past/b", "two"); err != nil {
+		t.Fatal(err)
+	}
+	run(t, ctx, "open events", chromedp.Navigate(j.base+"/ui/?view=events&prefix=/past/"),
+		chromedp.WaitVisible(chromedp.CSS("#events-rev")))
+	waitText(t, ctx, "#events-state", "live")
+	rev := strconv.FormatInt(first.Header.Revision, 10)
+	run(t, ctx, "pick a revision",
+		chromedp.SetValue(chromedp.CSS("#events-rev"), rev),
+		chromedp.Click(chromedp.CSS(`main form button[type="submit"]`)))
+	waitText(t, ctx, "#event-rows", `PUT version 1 value "one"`)
+	waitText(t, ctx, "#event-rows", `PUT version 1 value "two"`)
+	if got := eval[string](t, ctx, `location.search`); !strings.Contains(got, "rev="+rev) {
+		t.Errorf("the page's URL is %q, want it to carry rev=%s so the link can be shared", got, rev)
+	}
+
+	last, err := j.etcd.Put(t.Context(), "/past/c", "three")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.etcd.Compact(t.Context(), last.Header.Revision); err != nil {
+		t.Fatal(err)
+	}
+	run(t, ctx, "open a compacted revision", chromedp.Navigate(j.base+"/ui/?view=events&prefix=/past/&rev="+rev))
+	waitText(t, ctx, "#events-state", fmt.Sprintf("compacted (compact_revision %d)", last.Header.Revision))
+}
+
+// TestBrowserEventsResume stops the member serving the page while
+// another takes a write, and checks the page, once the member is back,
+// resumes after the last revision it saw and shows the write it missed.
+func TestBrowserEventsResume(t *testing.T) {
+	j := start(t, 3)
+	ctx := browser(t)
+	run(t, ctx, "open events", chromedp.Navigate(j.base+"/ui/?view=events&prefix=/r/"))
+	waitText(t, ctx, "#events-state", "live")
+	if _, err := j.etcd.Put(t.Context(), "/r/before", "seen live"); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "#event-rows", "seen live")
+	if err := j.c.Stop(0, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "#events-state", "reconnecting")
+	// The client fails over to another member for this write; a put
+	// that meets the election is tried again.
+	for {
+		_, err := j.etcd.Put(t.Context(), "/r/while-away", "missed")
+		if err == nil {
+			break
+		}
+		if t.Context().Err() != nil {
+			t.Fatal(err)
+		}
+		t.Logf("put while member 1 is away: %v; again", err)
+	}
+	if err := j.c.Restart(0); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "#events-state", "resumed after revision")
+	waitText(t, ctx, "#event-rows", `"missed"`)
+	if n := eval[int](t, ctx, `[...document.querySelectorAll('#event-rows tr')].filter(r => r.textContent.includes('seen live')).length`); n != 1 {
+		t.Errorf("the change seen before the drop shows %d times, want once", n)
+	}
+}
+
+// TestBrowserSearch searches the whole keyspace from the page and follows
+// a result to its node.
+func TestBrowserSearch(t *testing.T) {
+	j := start(t, 1)
+	ctx := browser(t)
+	for _, k := range []string{"/app/web-1/config", "/app/db/config", "registry/pods/web-1"} {
+		if _, err := j.etcd.Put(t.Context(), k, "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(t, ctx, "search from the page", chromedp.Navigate(j.base+"/ui/?view=search"),
+		chromedp.WaitVisible(chromedp.CSS("#search-q")),
+		chromedp.SetValue(chromedp.CSS("#search-mode"), "contains"),
+		chromedp.SetValue(chromedp.CSS("#search-q"), "web-1"),
+		chromedp.Click(chromedp.CSS("#search-submit")))
+	waitText(t, ctx, "#search-count", "search complete")
+	got := textOf(t, ctx, "#search-results")
+	for _, want := range []string{"/app/web-1/config", `"registry/pods/web-1"`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("results %q lack %s", got, want)
+		}
+	}
+	if strings.Contains(got, "/app/db/config") {
+		t.Errorf("results %q hold /app/db/config, which does not contain web-1", got)
+	}
+	if url := eval[string](t, ctx, `location.search`); !strings.Contains(url, "view=search") || !strings.Contains(url, "q=web-1") || !strings.Contains(url, "mode=contains") {
+		t.Errorf("the search's URL is %q, want view, q and mode in it", url)
+	}
+	screenshot(t, ctx, "search")
+	run(t, ctx, "follow a result", chromedp.Click(chromedp.CSS(`#search-results a`)))
+	waitText(t, ctx, "#node-title", "/app/web-1/config")
+	waitText(t, ctx, "#etcd-kv", "mod_revision")
+
+	// A prefix search opened from its own URL.
+	run(t, ctx, "open a prefix search", chromedp.Navigate(j.base+"/ui/?view=search&q=/app/"))
+	waitText(t, ctx, "#search-count", "2 found")
 }
 
 // TestBrowserCluster shows three members, then kills one and checks the
@@ -474,9 +588,12 @@ func TestBrowserLogin(t *testing.T) {
 		}
 	}
 	enableAuth(t, j.etcd)
-	run(t, ctx, "open", chromedp.Navigate(j.base+"/ui/"))
+	run(t, ctx, "open", chromedp.Navigate(j.base+"/ui/"), chromedp.WaitVisible(chromedp.CSS("#login-name")))
+	if got := textOf(t, ctx, "form.login"); strings.Contains(got, "etcdserver") {
+		t.Errorf("the login form shows an error before any attempt: %q", got)
+	}
+	screenshot(t, ctx, "login")
 	run(t, ctx, "log in",
-		chromedp.WaitVisible(chromedp.CSS("#login-name")),
 		chromedp.SendKeys(chromedp.CSS("#login-name"), "alice"),
 		chromedp.SendKeys(chromedp.CSS("#login-password"), "alice-pw\r"))
 	waitText(t, ctx, "#who", "alice")

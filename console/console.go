@@ -150,6 +150,11 @@ func badRequest(msg string) error { return &apiError{http.StatusBadRequest, msg}
 // as etcd's JSON gateway takes it) to a user.
 func (c *Console) identify(r *http.Request) (string, error) {
 	token := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if token == "" && c.cfg.Backend.Auth().Enabled {
+		// Not a refused login but none yet: the page asks for one
+		// without showing etcd's "user name is empty".
+		return "", &apiError{http.StatusUnauthorized, "login required"}
+	}
 	user, err := c.cfg.TokenUser(token)
 	if err != nil {
 		return "", &apiError{http.StatusUnauthorized, rpctypes.ErrorDesc(err)}
