@@ -654,7 +654,7 @@ func TestBrowserMigration(t *testing.T) {
 }
 
 // TestBrowserCuratorLocks has Curator take an InterProcessMutex and lead
-// a LeaderLatch, and checks the locks view names both recipes with the
+// a LeaderLatch and a LeaderSelector, and checks the locks view names both recipes with the
 // holders' fencing tokens.
 func TestBrowserCuratorLocks(t *testing.T) {
 	j := start(t, 1)
@@ -679,6 +679,7 @@ func TestBrowserCuratorLocks(t *testing.T) {
 	for _, lock := range []struct{ prefix, recipe string }{
 		{"/curator/mutex", "Curator InterProcessMutex"},
 		{"/curator/latch", "Curator LeaderLatch"},
+		{"/curator/selector", "Curator InterProcessMutex/LeaderSelector"},
 	} {
 		resp, err := j.etcd.Get(t.Context(), lock.prefix+"/", clientv3.WithPrefix())
 		if err != nil || len(resp.Kvs) != 1 {
@@ -693,5 +694,52 @@ func TestBrowserCuratorLocks(t *testing.T) {
 		if got := textOf(t, ctx, row+" .holder"); got != string(resp.Kvs[0].Key) {
 			t.Errorf("%s holder shows %q, want %s", lock.prefix, got, resp.Kvs[0].Key)
 		}
+	}
+}
+
+// TestBrowserHistoryHexDelete shows a key's history with its line diff,
+// its value as hex, a container's and a TTL node's flags, and deletes the
+// key from the console with its version check, which both clients then
+// see.
+func TestBrowserHistoryHexDelete(t *testing.T) {
+	j := start(t, 1)
+	ctx := browser(t)
+	for _, v := range []string{"a\nb", "a\nc"} {
+		if _, err := j.etcd.Put(t.Context(), "/h", v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(t, ctx, "open /h", chromedp.Navigate(j.base+"/ui/?path=/h"),
+		chromedp.WaitVisible(chromedp.CSS("#history-load")),
+		chromedp.Click(chromedp.CSS("#history-load")))
+	waitText(t, ctx, "#history del", "b")
+	waitText(t, ctx, "#history ins", "c")
+	if got := eval[int](t, ctx, `document.querySelectorAll('#history tbody tr').length`); got != 2 {
+		t.Errorf("history shows %d versions, want 2", got)
+	}
+	eval[bool](t, ctx, `(() => { const s = document.getElementById('value-as'); s.value = 'hex'; return s.dispatchEvent(new Event('change')); })()`)
+	waitText(t, ctx, "#value", "61 0a 63")
+
+	conn := j.zkConn(t, 0)
+	if _, err := conn.CreateContainer("/box", nil, zk.FlagContainer, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.CreateTTL("/ttl", nil, zk.FlagTTL, zk.WorldACL(zk.PermAll), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	run(t, ctx, "open /box", chromedp.Navigate(j.base+"/ui/?path=/box"))
+	waitText(t, ctx, "#flags", "container")
+	run(t, ctx, "open /ttl", chromedp.Navigate(j.base+"/ui/?path=/ttl"))
+	waitText(t, ctx, "#flags", "TTL node")
+
+	run(t, ctx, "open /h again", chromedp.Navigate(j.base+"/ui/?path=/h"), chromedp.WaitVisible(chromedp.CSS("#delete-submit")))
+	eval[bool](t, ctx, `(window.confirm = () => true, true)`)
+	run(t, ctx, "delete", chromedp.Click(chromedp.CSS("#delete-submit")))
+	waitText(t, ctx, "main", "No such node or key")
+	if resp, err := j.etcd.Get(t.Context(), "/h"); err != nil || len(resp.Kvs) != 0 {
+		t.Errorf("etcd still reads /h after the console's delete: %v %v", resp, err)
+	}
+	if ok, _, err := conn.Exists("/h"); err != nil || ok {
+		t.Errorf("ZooKeeper still sees /h after the console's delete (%v)", err)
 	}
 }
