@@ -60,36 +60,24 @@ func (c *Console) search(r *request) (any, error) {
 	if contains {
 		start, end = nil, nil
 	}
-	if s := r.URL.Query().Get("after64"); s != "" {
-		after, err := base64.StdEncoding.DecodeString(s)
-		if err != nil {
-			return nil, badRequest("after64 is not base64")
-		}
-		if after = append(after, 0); bytes.Compare(after, start) > 0 {
-			start = after
-		}
+	if start, err = afterParam(r, start); err != nil {
+		return nil, err
 	}
 	v, err := c.cfg.Backend.Read(r.Context(), 0)
 	if err != nil {
 		return nil, err
 	}
 	defer v.Close()
-	a := searchAnswer{Rev: v.Rev(), Hits: []hit{}}
-	var last []byte
-	err = v.Range(start, end, func(n *core.Node) bool {
-		a.Scanned++
-		last = n.Key
-		if (!contains || bytes.Contains(n.Key, q)) && c.mayReadNode(r, n) {
-			a.Hits = append(a.Hits, hit{Key64: base64.StdEncoding.EncodeToString(n.Key), IsPath: core.IsTreePath(n.Key),
-				Ephemeral: n.Lease != 0, Version: n.Version, ModRev: n.ModRev})
-		}
-		return len(a.Hits) < limit && a.Scanned < maxScan
+	kept, scanned, next, err := scanPage(v, start, end, limit, func(n *core.Node) bool {
+		return (!contains || bytes.Contains(n.Key, q)) && c.mayReadNode(r, n)
 	})
 	if err != nil {
 		return nil, err
 	}
-	if len(a.Hits) >= limit || a.Scanned >= maxScan {
-		a.Next = base64.StdEncoding.EncodeToString(last)
+	a := searchAnswer{Rev: v.Rev(), Hits: []hit{}, Scanned: scanned, Next: next}
+	for _, n := range kept {
+		a.Hits = append(a.Hits, hit{Key64: base64.StdEncoding.EncodeToString(n.Key), IsPath: core.IsTreePath(n.Key),
+			Ephemeral: n.Lease != 0, Version: n.Version, ModRev: n.ModRev})
 	}
 	return a, nil
 }
