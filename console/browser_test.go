@@ -17,8 +17,10 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 	"github.com/go-zookeeper/zk"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.uber.org/zap"
 
 	"github.com/januskv/janus/internal/testenv"
 )
@@ -575,6 +577,13 @@ func TestBrowserCluster(t *testing.T) {
 	j.c.Kill(2)
 	// The view refreshes itself; the killed member's row turns down.
 	waitText(t, ctx, `#members tr[data-member="3"] .health`, "down")
+
+	// An alarm raised in the cluster shows in the summary.
+	if _, err := pb.NewMaintenanceClient(j.etcd.ActiveConnection()).Alarm(t.Context(),
+		&pb.AlarmRequest{Action: pb.AlarmRequest_ACTIVATE, MemberID: 1, Alarm: pb.AlarmType_NOSPACE}); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, `#cluster-summary [data-field="alarms"]`, "memberID:1 alarm:NOSPACE")
 }
 
 // TestBrowserLogin turns etcd auth on and checks the console asks for a
@@ -586,6 +595,14 @@ func TestBrowserLogin(t *testing.T) {
 		if _, err := j.etcd.Put(t.Context(), k, "v"); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// A lease holding a key alice may not write: she may not revoke it.
+	lease, err := j.etcd.Grant(t.Context(), 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.etcd.Put(t.Context(), "/secret/leased", "v", clientv3.WithLease(lease.ID)); err != nil {
+		t.Fatal(err)
 	}
 	enableAuth(t, j.etcd)
 	run(t, ctx, "open", chromedp.Navigate(j.base+"/ui/"), chromedp.WaitVisible(chromedp.CSS("#login-name")))
@@ -603,6 +620,25 @@ func TestBrowserLogin(t *testing.T) {
 	}
 	run(t, ctx, "open a forbidden node", chromedp.Navigate(j.base+"/ui/?path=/secret/y"))
 	waitText(t, ctx, "main", "permission denied")
+
+	// Revoking that lease from the console is refused as etcd refuses
+	// alice, and the lease stays.
+	row := fmt.Sprintf(`#sessions tr[data-lease="%x"]`, lease.ID)
+	run(t, ctx, "open sessions", chromedp.Navigate(j.base+"/ui/?view=sessions"), chromedp.WaitVisible(chromedp.CSS(row)))
+	if got := textOf(t, ctx, row); strings.Contains(got, "/secret/leased") {
+		t.Errorf("alice's sessions view names %q, which she may not read", got)
+	}
+	eval[bool](t, ctx, `(window.confirm = () => true, true)`)
+	run(t, ctx, "revoke without the right", chromedp.Click(chromedp.CSS(row+" button")))
+	waitText(t, ctx, "#status", "permission denied")
+	root, err := clientv3.New(clientv3.Config{Endpoints: j.c.EtcdEndpoints(), Username: "root", Password: "root-pw", Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	if ttl, err := root.TimeToLive(t.Context(), lease.ID); err != nil || ttl.TTL <= 0 {
+		t.Errorf("after alice's refused revoke the lease reads %+v (%v), want it alive", ttl, err)
+	}
 }
 
 // TestBrowserMigration builds one of each thing a move would lose and
