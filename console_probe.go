@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"log/slog"
 	"net/url"
 
@@ -14,39 +15,56 @@ import (
 	"github.com/januskv/janus/internal/tlsfiles"
 )
 
-// memberProbe returns how the console asks another member about itself:
-// etcd's Maintenance.Status on the member's client URL, as etcdctl
-// endpoint status does, over the client TLS settings this member serves
-// with.
-func memberProbe(clientTLS *tlsfiles.Source, logger *slog.Logger) func(context.Context, core.Member) console.MemberState {
-	return func(ctx context.Context, m core.Member) console.MemberState {
+// memberDialer returns how the console connects to another member: an
+// etcd client of the member's client URL, over the client TLS settings
+// this member serves with. The console keeps the client between
+// refreshes and closes it.
+func memberDialer(clientTLS *tlsfiles.Source, logger *slog.Logger) func(core.Member) (console.MemberClient, error) {
+	return func(m core.Member) (console.MemberClient, error) {
 		if m.EtcdURL == "" {
-			return console.MemberState{Err: "no client URL known"}
+			return nil, errNoClientURL
 		}
 		var tlsCfg *tls.Config
 		if clientTLS != nil {
 			u, err := url.Parse(m.EtcdURL)
 			if err != nil {
-				return console.MemberState{Err: err.Error()}
+				return nil, err
 			}
 			tlsCfg = clientTLS.ClientConfig(u.Hostname())
 		}
+		// No DialTimeout: the client connects in the background, and a
+		// member that is down answers each Status with an error instead
+		// of holding the dial.
 		cli, err := clientv3.New(clientv3.Config{
 			Endpoints: []string{m.EtcdURL},
 			TLS:       tlsCfg,
-			Context:   ctx,
 			Logger:    zap.NewNop(),
 		})
 		if err != nil {
-			return console.MemberState{Err: err.Error()}
+			return nil, err
 		}
-		defer cli.Close()
-		st, err := cli.Status(ctx, m.EtcdURL)
-		if err != nil {
-			logger.Debug("console: member did not answer", "member", m.ID, "err", err)
-			return console.MemberState{Err: err.Error()}
-		}
-		return console.MemberState{Up: len(st.Errors) == 0, LeaderID: st.Leader, Epoch: st.RaftTerm,
-			AppliedIndex: st.RaftAppliedIndex, CommitIndex: st.RaftIndex, DBSize: st.DbSize}
+		return &memberClient{cli: cli, m: m, log: logger}, nil
 	}
 }
+
+var errNoClientURL = errors.New("no client URL known")
+
+// memberClient asks one member for its status as etcdctl endpoint status
+// does.
+type memberClient struct {
+	cli *clientv3.Client
+	m   core.Member
+	log *slog.Logger
+}
+
+func (c *memberClient) Status(ctx context.Context) console.MemberState {
+	st, err := c.cli.Status(ctx, c.m.EtcdURL)
+	if err != nil {
+		c.log.Debug("console: member did not answer", "member", c.m.ID, "err", err)
+		return console.MemberState{Err: err.Error()}
+	}
+	return console.MemberState{Up: len(st.Errors) == 0, LeaderID: st.Leader, Epoch: st.RaftTerm,
+		AppliedIndex: st.RaftAppliedIndex, CommitIndex: st.RaftIndex, DBSize: st.DbSize}
+}
+
+func (c *memberClient) Close() error { return c.cli.Close() }

@@ -277,7 +277,8 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 		Logger:       logger.With("face", "console"),
 		TokenUser:    n.etcd.TokenUser,
 		SessionAddrs: n.zk.SessionAddrs,
-		Probe:        memberProbe(clientTLS, logger),
+		LeaseClient:  n.etcd.LeaseClient,
+		Dial:         memberDialer(clientTLS, logger),
 	})
 	n.console.Register(mux)
 	if cfg.EnablePprof {

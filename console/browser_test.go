@@ -17,8 +17,10 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 	"github.com/go-zookeeper/zk"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.uber.org/zap"
 
 	"github.com/januskv/janus/internal/testenv"
 )
@@ -266,6 +268,7 @@ func TestBrowserBigParent(t *testing.T) {
 	waitText(t, ctx, "#child-count", strconv.Itoa(total))
 	eval[int](t, ctx, `(() => { const l = document.getElementById('children'); l.scrollTop = l.scrollHeight; return 0; })()`)
 	waitText(t, ctx, "#children", childName(total-1))
+	screenshot(t, ctx, "big-list")
 	rows := eval[int](t, ctx, `document.querySelectorAll('#children .row').length`)
 	if rows == 0 || rows > 100 {
 		t.Errorf("%d rows drawn, want only the ones in sight", rows)
@@ -418,11 +421,124 @@ func TestBrowserEvents(t *testing.T) {
 	screenshot(t, ctx, "events")
 
 	// An open stream must not hold up a graceful stop, and the page says
-	// the stream ended.
+	// it lost the stream and tries again after the last revision it saw.
 	if err := j.c.Stop(0, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	waitText(t, ctx, "#events-state", "ended")
+	waitText(t, ctx, "#events-state", "reconnecting (after revision")
+}
+
+// TestBrowserEventsFromRevision picks a past revision in the page and
+// sees the changes made before the page opened; then one of a compacted
+// revision is refused as etcd refuses it.
+func TestBrowserEventsFromRevision(t *testing.T) {
+	j := start(t, 1)
+	ctx := browser(t)
+	first, err := j.etcd.Put(t.Context(), "/past/a", "one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.etcd.Put(t.Context(), "/past/b", "two"); err != nil {
+		t.Fatal(err)
+	}
+	run(t, ctx, "open events", chromedp.Navigate(j.base+"/ui/?view=events&prefix=/past/"),
+		chromedp.WaitVisible(chromedp.CSS("#events-rev")))
+	waitText(t, ctx, "#events-state", "live")
+	rev := strconv.FormatInt(first.Header.Revision, 10)
+	run(t, ctx, "pick a revision",
+		chromedp.SetValue(chromedp.CSS("#events-rev"), rev),
+		chromedp.Click(chromedp.CSS(`main form button[type="submit"]`)))
+	waitText(t, ctx, "#event-rows", `PUT version 1 value "one"`)
+	waitText(t, ctx, "#event-rows", `PUT version 1 value "two"`)
+	if got := eval[string](t, ctx, `location.search`); !strings.Contains(got, "rev="+rev) {
+		t.Errorf("the page's URL is %q, want it to carry rev=%s so the link can be shared", got, rev)
+	}
+
+	last, err := j.etcd.Put(t.Context(), "/past/c", "three")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.etcd.Compact(t.Context(), last.Header.Revision); err != nil {
+		t.Fatal(err)
+	}
+	run(t, ctx, "open a compacted revision", chromedp.Navigate(j.base+"/ui/?view=events&prefix=/past/&rev="+rev))
+	waitText(t, ctx, "#events-state", fmt.Sprintf("compacted (compact_revision %d)", last.Header.Revision))
+}
+
+// TestBrowserEventsResume stops the member serving the page while
+// another takes a write, and checks the page, once the member is back,
+// resumes after the last revision it saw and shows the write it missed.
+func TestBrowserEventsResume(t *testing.T) {
+	j := start(t, 3)
+	ctx := browser(t)
+	run(t, ctx, "open events", chromedp.Navigate(j.base+"/ui/?view=events&prefix=/r/"))
+	waitText(t, ctx, "#events-state", "live")
+	if _, err := j.etcd.Put(t.Context(), "/r/before", "seen live"); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "#event-rows", "seen live")
+	if err := j.c.Stop(0, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "#events-state", "reconnecting")
+	// The client fails over to another member for this write; a put
+	// that meets the election is tried again.
+	for {
+		_, err := j.etcd.Put(t.Context(), "/r/while-away", "missed")
+		if err == nil {
+			break
+		}
+		if t.Context().Err() != nil {
+			t.Fatal(err)
+		}
+		t.Logf("put while member 1 is away: %v; again", err)
+	}
+	if err := j.c.Restart(0); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "#events-state", "resumed after revision")
+	waitText(t, ctx, "#event-rows", `"missed"`)
+	if n := eval[int](t, ctx, `[...document.querySelectorAll('#event-rows tr')].filter(r => r.textContent.includes('seen live')).length`); n != 1 {
+		t.Errorf("the change seen before the drop shows %d times, want once", n)
+	}
+}
+
+// TestBrowserSearch searches the whole keyspace from the page and follows
+// a result to its node.
+func TestBrowserSearch(t *testing.T) {
+	j := start(t, 1)
+	ctx := browser(t)
+	for _, k := range []string{"/app/web-1/config", "/app/db/config", "registry/pods/web-1"} {
+		if _, err := j.etcd.Put(t.Context(), k, "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(t, ctx, "search from the page", chromedp.Navigate(j.base+"/ui/?view=search"),
+		chromedp.WaitVisible(chromedp.CSS("#search-q")),
+		chromedp.SetValue(chromedp.CSS("#search-mode"), "contains"),
+		chromedp.SetValue(chromedp.CSS("#search-q"), "web-1"),
+		chromedp.Click(chromedp.CSS("#search-submit")))
+	waitText(t, ctx, "#search-count", "search complete")
+	got := textOf(t, ctx, "#search-results")
+	for _, want := range []string{"/app/web-1/config", `"registry/pods/web-1"`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("results %q lack %s", got, want)
+		}
+	}
+	if strings.Contains(got, "/app/db/config") {
+		t.Errorf("results %q hold /app/db/config, which does not contain web-1", got)
+	}
+	if url := eval[string](t, ctx, `location.search`); !strings.Contains(url, "view=search") || !strings.Contains(url, "q=web-1") || !strings.Contains(url, "mode=contains") {
+		t.Errorf("the search's URL is %q, want view, q and mode in it", url)
+	}
+	screenshot(t, ctx, "search")
+	run(t, ctx, "follow a result", chromedp.Click(chromedp.CSS(`#search-results a`)))
+	waitText(t, ctx, "#node-title", "/app/web-1/config")
+	waitText(t, ctx, "#etcd-kv", "mod_revision")
+
+	// A prefix search opened from its own URL.
+	run(t, ctx, "open a prefix search", chromedp.Navigate(j.base+"/ui/?view=search&q=/app/"))
+	waitText(t, ctx, "#search-count", "2 found")
 }
 
 // TestBrowserCluster shows three members, then kills one and checks the
@@ -461,6 +577,13 @@ func TestBrowserCluster(t *testing.T) {
 	j.c.Kill(2)
 	// The view refreshes itself; the killed member's row turns down.
 	waitText(t, ctx, `#members tr[data-member="3"] .health`, "down")
+
+	// An alarm raised in the cluster shows in the summary.
+	if _, err := pb.NewMaintenanceClient(j.etcd.ActiveConnection()).Alarm(t.Context(),
+		&pb.AlarmRequest{Action: pb.AlarmRequest_ACTIVATE, MemberID: 1, Alarm: pb.AlarmType_NOSPACE}); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, `#cluster-summary [data-field="alarms"]`, "memberID:1 alarm:NOSPACE")
 }
 
 // TestBrowserLogin turns etcd auth on and checks the console asks for a
@@ -473,10 +596,21 @@ func TestBrowserLogin(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A lease holding a key alice may not write: she may not revoke it.
+	lease, err := j.etcd.Grant(t.Context(), 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.etcd.Put(t.Context(), "/secret/leased", "v", clientv3.WithLease(lease.ID)); err != nil {
+		t.Fatal(err)
+	}
 	enableAuth(t, j.etcd)
-	run(t, ctx, "open", chromedp.Navigate(j.base+"/ui/"))
+	run(t, ctx, "open", chromedp.Navigate(j.base+"/ui/"), chromedp.WaitVisible(chromedp.CSS("#login-name")))
+	if got := textOf(t, ctx, "form.login"); strings.Contains(got, "etcdserver") {
+		t.Errorf("the login form shows an error before any attempt: %q", got)
+	}
+	screenshot(t, ctx, "login")
 	run(t, ctx, "log in",
-		chromedp.WaitVisible(chromedp.CSS("#login-name")),
 		chromedp.SendKeys(chromedp.CSS("#login-name"), "alice"),
 		chromedp.SendKeys(chromedp.CSS("#login-password"), "alice-pw\r"))
 	waitText(t, ctx, "#who", "alice")
@@ -486,6 +620,25 @@ func TestBrowserLogin(t *testing.T) {
 	}
 	run(t, ctx, "open a forbidden node", chromedp.Navigate(j.base+"/ui/?path=/secret/y"))
 	waitText(t, ctx, "main", "permission denied")
+
+	// Revoking that lease from the console is refused as etcd refuses
+	// alice, and the lease stays.
+	row := fmt.Sprintf(`#sessions tr[data-lease="%x"]`, lease.ID)
+	run(t, ctx, "open sessions", chromedp.Navigate(j.base+"/ui/?view=sessions"), chromedp.WaitVisible(chromedp.CSS(row)))
+	if got := textOf(t, ctx, row); strings.Contains(got, "/secret/leased") {
+		t.Errorf("alice's sessions view names %q, which she may not read", got)
+	}
+	eval[bool](t, ctx, `(window.confirm = () => true, true)`)
+	run(t, ctx, "revoke without the right", chromedp.Click(chromedp.CSS(row+" button")))
+	waitText(t, ctx, "#status", "permission denied")
+	root, err := clientv3.New(clientv3.Config{Endpoints: j.c.EtcdEndpoints(), Username: "root", Password: "root-pw", Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	if ttl, err := root.TimeToLive(t.Context(), lease.ID); err != nil || ttl.TTL <= 0 {
+		t.Errorf("after alice's refused revoke the lease reads %+v (%v), want it alive", ttl, err)
+	}
 }
 
 // TestBrowserMigration builds one of each thing a move would lose and
@@ -537,7 +690,7 @@ func TestBrowserMigration(t *testing.T) {
 }
 
 // TestBrowserCuratorLocks has Curator take an InterProcessMutex and lead
-// a LeaderLatch, and checks the locks view names both recipes with the
+// a LeaderLatch and a LeaderSelector, and checks the locks view names both recipes with the
 // holders' fencing tokens.
 func TestBrowserCuratorLocks(t *testing.T) {
 	j := start(t, 1)
@@ -562,6 +715,7 @@ func TestBrowserCuratorLocks(t *testing.T) {
 	for _, lock := range []struct{ prefix, recipe string }{
 		{"/curator/mutex", "Curator InterProcessMutex"},
 		{"/curator/latch", "Curator LeaderLatch"},
+		{"/curator/selector", "Curator InterProcessMutex/LeaderSelector"},
 	} {
 		resp, err := j.etcd.Get(t.Context(), lock.prefix+"/", clientv3.WithPrefix())
 		if err != nil || len(resp.Kvs) != 1 {
@@ -576,5 +730,52 @@ func TestBrowserCuratorLocks(t *testing.T) {
 		if got := textOf(t, ctx, row+" .holder"); got != string(resp.Kvs[0].Key) {
 			t.Errorf("%s holder shows %q, want %s", lock.prefix, got, resp.Kvs[0].Key)
 		}
+	}
+}
+
+// TestBrowserHistoryHexDelete shows a key's history with its line diff,
+// its value as hex, a container's and a TTL node's flags, and deletes the
+// key from the console with its version check, which both clients then
+// see.
+func TestBrowserHistoryHexDelete(t *testing.T) {
+	j := start(t, 1)
+	ctx := browser(t)
+	for _, v := range []string{"a\nb", "a\nc"} {
+		if _, err := j.etcd.Put(t.Context(), "/h", v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(t, ctx, "open /h", chromedp.Navigate(j.base+"/ui/?path=/h"),
+		chromedp.WaitVisible(chromedp.CSS("#history-load")),
+		chromedp.Click(chromedp.CSS("#history-load")))
+	waitText(t, ctx, "#history del", "b")
+	waitText(t, ctx, "#history ins", "c")
+	if got := eval[int](t, ctx, `document.querySelectorAll('#history tbody tr').length`); got != 2 {
+		t.Errorf("history shows %d versions, want 2", got)
+	}
+	eval[bool](t, ctx, `(() => { const s = document.getElementById('value-as'); s.value = 'hex'; return s.dispatchEvent(new Event('change')); })()`)
+	waitText(t, ctx, "#value", "61 0a 63")
+
+	conn := j.zkConn(t, 0)
+	if _, err := conn.CreateContainer("/box", nil, zk.FlagContainer, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.CreateTTL("/ttl", nil, zk.FlagTTL, zk.WorldACL(zk.PermAll), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	run(t, ctx, "open /box", chromedp.Navigate(j.base+"/ui/?path=/box"))
+	waitText(t, ctx, "#flags", "container")
+	run(t, ctx, "open /ttl", chromedp.Navigate(j.base+"/ui/?path=/ttl"))
+	waitText(t, ctx, "#flags", "TTL node")
+
+	run(t, ctx, "open /h again", chromedp.Navigate(j.base+"/ui/?path=/h"), chromedp.WaitVisible(chromedp.CSS("#delete-submit")))
+	eval[bool](t, ctx, `(window.confirm = () => true, true)`)
+	run(t, ctx, "delete", chromedp.Click(chromedp.CSS("#delete-submit")))
+	waitText(t, ctx, "main", "No such node or key")
+	if resp, err := j.etcd.Get(t.Context(), "/h"); err != nil || len(resp.Kvs) != 0 {
+		t.Errorf("etcd still reads /h after the console's delete: %v %v", resp, err)
+	}
+	if ok, _, err := conn.Exists("/h"); err != nil || ok {
+		t.Errorf("ZooKeeper still sees /h after the console's delete (%v)", err)
 	}
 }

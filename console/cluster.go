@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"time"
@@ -64,17 +65,18 @@ func (c *Console) cluster(r *request) (any, error) {
 			if st.Err != nil {
 				members[i].Err = st.Err.Error()
 			}
-		case c.cfg.Probe != nil:
+		case c.cfg.Dial != nil:
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				ctx, cancel := context.WithTimeout(r.Context(), probeTimeout)
 				defer cancel()
-				members[i].MemberState = c.cfg.Probe(ctx, m)
+				members[i].MemberState = c.probe(ctx, m)
 			}()
 		}
 	}
 	wg.Wait()
+	c.members.forget(st.Members)
 	var leaderCommit uint64
 	for _, m := range members {
 		if m.Role == "leader" && m.Up {
@@ -99,6 +101,93 @@ func (c *Console) cluster(r *request) (any, error) {
 		"leaderId": strconv.FormatUint(st.LeaderID, 16), "epoch": st.Epoch, "rev": st.Rev, "compactRev": st.CompactRev,
 		"dbSize": st.DBSize, "quotaBytes": st.QuotaBytes, "alarms": alarms, "error": errText, "members": members,
 	}, nil
+}
+
+// MemberClient is a connection to another member that the console keeps
+// from one refresh of the cluster view to the next.
+type MemberClient interface {
+	// Status asks the member how it is, as etcd's Maintenance.Status.
+	Status(ctx context.Context) MemberState
+	Close() error
+}
+
+// memberClients are the console's connections to the other members, one
+// per member, dialled on first use and kept while the member keeps its ID
+// and client URL: refreshing the cluster view every two seconds must not
+// open a connection each time.
+type memberClients struct {
+	mu      sync.Mutex
+	closed  bool
+	clients map[uint64]memberClient
+}
+
+type memberClient struct {
+	url string
+	cli MemberClient
+}
+
+var errConsoleClosed = errors.New("console closed")
+
+// probe asks member m how it is over the console's client for it.
+func (c *Console) probe(ctx context.Context, m core.Member) MemberState {
+	cli, err := c.members.get(m, c.cfg.Dial)
+	if err != nil {
+		return MemberState{Err: err.Error()}
+	}
+	return cli.Status(ctx)
+}
+
+// get returns the client for m, dialling one if there is none for its
+// current client URL.
+func (mc *memberClients) get(m core.Member, dial func(core.Member) (MemberClient, error)) (MemberClient, error) {
+	mc.mu.Lock()
+	defer mc.mu.Unlock()
+	if mc.closed {
+		return nil, errConsoleClosed
+	}
+	if have, ok := mc.clients[m.ID]; ok {
+		if have.url == m.EtcdURL {
+			return have.cli, nil
+		}
+		have.cli.Close() // the member moved: its old address is no use
+	}
+	cli, err := dial(m)
+	if err != nil {
+		delete(mc.clients, m.ID)
+		return nil, err
+	}
+	if mc.clients == nil {
+		mc.clients = map[uint64]memberClient{}
+	}
+	mc.clients[m.ID] = memberClient{url: m.EtcdURL, cli: cli}
+	return cli, nil
+}
+
+// forget closes the clients of members that are no longer in members.
+func (mc *memberClients) forget(members []core.Member) {
+	mc.mu.Lock()
+	defer mc.mu.Unlock()
+	for id, have := range mc.clients {
+		kept := false
+		for _, m := range members {
+			kept = kept || m.ID == id
+		}
+		if !kept {
+			have.cli.Close()
+			delete(mc.clients, id)
+		}
+	}
+}
+
+// close closes every client; later probes are refused.
+func (mc *memberClients) close() {
+	mc.mu.Lock()
+	defer mc.mu.Unlock()
+	mc.closed = true
+	for id, have := range mc.clients {
+		have.cli.Close()
+		delete(mc.clients, id)
+	}
 }
 
 // alarmName writes an alarm as etcdctl alarm list does.

@@ -39,17 +39,25 @@ type Config struct {
 	// SessionAddrs maps the ZooKeeper sessions connected to this member to
 	// their clients' addresses (zkapi.Server.SessionAddrs); may be nil.
 	SessionAddrs func() map[int64]string
-	// Probe asks another member how it is (see cluster.go); nil leaves
-	// the other members' figures out.
-	Probe func(ctx context.Context, m core.Member) MemberState
+	// LeaseClient names the client that granted an etcd lease through
+	// this member (etcdapi.Server.LeaseClient), "" when unknown; may be
+	// nil.
+	LeaseClient func(id int64) string
+	// Dial connects to another member, to ask it how it is (see
+	// cluster.go); nil leaves the other members' figures out. The console
+	// keeps one client per member and closes it when the member leaves
+	// or the console closes.
+	Dial func(m core.Member) (MemberClient, error)
 }
 
-// Console serves /ui/. Close ends the event streams it is serving.
+// Console serves /ui/. Close ends the event streams it is serving and
+// closes its clients of the other members.
 type Console struct {
-	cfg    Config
-	log    *slog.Logger
-	ctx    context.Context
-	cancel context.CancelFunc
+	cfg     Config
+	log     *slog.Logger
+	ctx     context.Context
+	cancel  context.CancelFunc
+	members memberClients
 }
 
 // New returns a console over cfg.Backend.
@@ -59,8 +67,12 @@ func New(cfg Config) *Console {
 }
 
 // Close ends the live event streams, so that the HTTP server's shutdown
-// does not wait for browsers to hang up.
-func (c *Console) Close() { c.cancel() }
+// does not wait for browsers to hang up, and closes the console's clients
+// of the other members.
+func (c *Console) Close() {
+	c.cancel()
+	c.members.close()
+}
 
 // Register installs the page at /ui/ and its API at /ui/api/.
 func (c *Console) Register(mux *http.ServeMux) {
@@ -75,6 +87,7 @@ func (c *Console) Register(mux *http.ServeMux) {
 		"node":      c.node,
 		"children":  c.children,
 		"keys":      c.keys,
+		"search":    c.search,
 		"history":   c.history,
 		"sessions":  c.sessions,
 		"cluster":   c.cluster,
@@ -137,6 +150,11 @@ func badRequest(msg string) error { return &apiError{http.StatusBadRequest, msg}
 // as etcd's JSON gateway takes it) to a user.
 func (c *Console) identify(r *http.Request) (string, error) {
 	token := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if token == "" && c.cfg.Backend.Auth().Enabled {
+		// Not a refused login but none yet: the page asks for one
+		// without showing etcd's "user name is empty".
+		return "", &apiError{http.StatusUnauthorized, "login required"}
+	}
 	user, err := c.cfg.TokenUser(token)
 	if err != nil {
 		return "", &apiError{http.StatusUnauthorized, rpctypes.ErrorDesc(err)}

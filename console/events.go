@@ -3,8 +3,10 @@ package console
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/januskv/janus/core"
@@ -38,10 +40,17 @@ type liveEvent struct {
 // browsers do not take it for dead.
 const keepAlive = 15 * time.Second
 
-// events answers /ui/api/events?prefix= with server-sent events: every
-// change under prefix from now on that the user may read, one "change"
-// event per key. It ends when the browser leaves, the console closes or
-// the member's event stream breaks (an "error" event says why).
+// events answers /ui/api/events?prefix=&rev= with server-sent events:
+// every change under prefix that the user may read, one "change" event
+// per key, from revision rev on (from now on without it). The last event
+// of each revision carries the revision as its id (and the stream opens
+// with the revision before its first), so a browser that lost
+// the stream and comes back with Last-Event-ID continues after the last
+// revision it saw, with nothing missed or repeated. A start below the
+// compacted revision gets one "compacted" event naming the compacted
+// revision, as an etcd watch is canceled with compact_revision set. The
+// stream ends when the browser leaves, the console closes or the member's
+// event stream breaks (an "error" event says why).
 func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 	user, err := c.identify(r)
 	if err != nil {
@@ -51,7 +60,23 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 	}
 	req := &request{Request: r, user: user}
 	prefix := []byte(r.URL.Query().Get("prefix"))
-	sub, err := c.cfg.Backend.Watch(0)
+	from, err := startRev(r)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if from == 0 {
+		// From now on: the stream names where "now" is, so that a
+		// browser that loses it before any change comes back to the
+		// same place.
+		cur, err := c.cfg.Backend.Rev()
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		from = cur + 1
+	}
+	sub, err := c.cfg.Backend.Watch(from)
 	if err != nil {
 		c.log.Warn("console event stream refused", "err", err)
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
@@ -62,7 +87,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
-	fmt.Fprint(w, ": stream open\n\n")
+	fmt.Fprintf(w, ": stream open\nid: %d\n\n", from-1)
 	if flusher != nil {
 		flusher.Flush()
 	}
@@ -78,20 +103,30 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprint(w, ": keep-alive\n\n")
 		case re, ok := <-sub.Events():
 			if !ok {
-				fmt.Fprintf(w, "event: error\ndata: %q\n\n", fmt.Sprint("event stream ended: ", sub.Err()))
+				if err := sub.Err(); errors.Is(err, core.ErrCompacted) {
+					fmt.Fprintf(w, "event: compacted\ndata: {\"compact_revision\":%d}\n\n", c.cfg.Backend.Status().CompactRev)
+				} else {
+					fmt.Fprintf(w, "event: error\ndata: %q\n\n", fmt.Sprint("event stream ended: ", err))
+				}
 				if flusher != nil {
 					flusher.Flush()
 				}
 				return
 			}
+			var shown []liveEvent
 			for _, ev := range re.Events {
-				if !bytes.HasPrefix(ev.Node.Key, prefix) || !c.mayReadNode(req, ev.Node) {
-					continue
+				if bytes.HasPrefix(ev.Node.Key, prefix) && c.mayReadNode(req, ev.Node) {
+					shown = append(shown, bothFaces(re.Rev, ev))
 				}
-				b, err := json.Marshal(bothFaces(re.Rev, ev))
+			}
+			for i, le := range shown {
+				b, err := json.Marshal(le)
 				if err != nil {
 					c.log.Error("console event not encoded", "err", err) // only plain data: cannot happen
 					return
+				}
+				if i == len(shown)-1 {
+					fmt.Fprintf(w, "id: %d\n", re.Rev)
 				}
 				fmt.Fprintf(w, "event: change\ndata: %s\n\n", b)
 			}
@@ -100,6 +135,28 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 			flusher.Flush()
 		}
 	}
+}
+
+// startRev is the first revision a stream sends: the one after the
+// Last-Event-ID a reconnecting browser sends, else ?rev=, else 0 (from
+// the next revision on).
+func startRev(r *http.Request) (int64, error) {
+	if id := r.Header.Get("Last-Event-ID"); id != "" {
+		n, err := strconv.ParseInt(id, 10, 64)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("Last-Event-ID %q is not a revision", id)
+		}
+		return n + 1, nil
+	}
+	s := r.URL.Query().Get("rev")
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("rev %q is not a revision", s)
+	}
+	return n, nil
 }
 
 // bothFaces describes one core event as an etcd watcher and a ZooKeeper

@@ -12,8 +12,10 @@ type sessionView struct {
 	leaseView
 	// Face is "zookeeper" for a session, "etcd" for a lease.
 	Face string `json:"face"`
-	// Client is the session's client address when it is connected to this
-	// member; etcd leases are not tied to a connection.
+	// Client is the session's client address when it is connected to
+	// this member, and a lease's when it was granted through this member:
+	// an etcd lease is not tied to a connection, so the address is the
+	// granting client's, remembered by the member that granted it.
 	Client    string   `json:"client,omitempty"`
 	TimeoutMs int32    `json:"timeoutMs,omitempty"`
 	Keys      []string `json:"keys"` // attached keys (ephemerals), as text
@@ -60,8 +62,11 @@ func (c *Console) sessions(r *request) (any, error) {
 		rem, _ := c.cfg.Backend.Leases().Remaining(l.ID)
 		s := sessionView{leaseView: leaseView{ID: l.ID, IDHex: strconv.FormatInt(l.ID, 16), TTL: l.TTL, RemainingMs: rem, Session: l.Session != nil},
 			Face: "etcd", Keys: []string{}}
-		if l.Session != nil {
+		switch {
+		case l.Session != nil:
 			s.Face, s.TimeoutMs, s.Client = "zookeeper", l.Session.TimeoutMs, addrs[l.ID]
+		case c.cfg.LeaseClient != nil:
+			s.Client = c.cfg.LeaseClient(l.ID)
 		}
 		hidden := 0
 		if err := v.LeaseKeys(l.ID, func(key []byte) bool {

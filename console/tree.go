@@ -387,13 +387,9 @@ func (c *Console) keys(r *request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var start []byte
-	if s := r.URL.Query().Get("after64"); s != "" {
-		after, err := base64.StdEncoding.DecodeString(s)
-		if err != nil {
-			return nil, badRequest("after64 is not base64")
-		}
-		start = append(after, 0)
+	start, err := afterParam(r, nil)
+	if err != nil {
+		return nil, err
 	}
 	v, err := c.cfg.Backend.Read(r.Context(), 0)
 	if err != nil {
@@ -401,23 +397,58 @@ func (c *Console) keys(r *request) (any, error) {
 	}
 	defer v.Close()
 	a := keysAnswer{Rev: v.Rev(), Keys: []string{}}
-	scanned := 0
-	var last []byte
-	err = v.Range(start, nil, func(n *core.Node) bool {
-		scanned++
-		last = n.Key
-		if !core.IsTreePath(n.Key) && c.mayReadNode(r, n) {
-			a.Keys = append(a.Keys, base64.StdEncoding.EncodeToString(n.Key))
-		}
-		return len(a.Keys) < limit && scanned < maxScan
+	kept, _, next, err := scanPage(v, start, nil, limit, func(n *core.Node) bool {
+		return !core.IsTreePath(n.Key) && c.mayReadNode(r, n)
 	})
 	if err != nil {
 		return nil, err
 	}
-	if len(a.Keys) >= limit || scanned >= maxScan {
-		a.Next = base64.StdEncoding.EncodeToString(last)
+	for _, n := range kept {
+		a.Keys = append(a.Keys, base64.StdEncoding.EncodeToString(n.Key))
 	}
+	a.Next = next
 	return a, nil
+}
+
+// afterParam reads the ?after64= cursor of a paged scan that starts at
+// start: the scan resumes just past the cursor's key, or at start if that
+// is further on.
+func afterParam(r *request, start []byte) ([]byte, error) {
+	s := r.URL.Query().Get("after64")
+	if s == "" {
+		return start, nil
+	}
+	after, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return nil, badRequest("after64 is not base64")
+	}
+	if after = append(after, 0); bytes.Compare(after, start) > 0 {
+		return after, nil
+	}
+	return start, nil
+}
+
+// scanPage ranges over [start, end) and keeps the nodes keep accepts, up
+// to limit of them, examining at most maxScan keys. It returns how many
+// it examined and the cursor (key64) to continue after, "" when the range
+// is done.
+func scanPage(v core.View, start, end []byte, limit int, keep func(*core.Node) bool) (kept []*core.Node, scanned int, next string, err error) {
+	var last []byte
+	err = v.Range(start, end, func(n *core.Node) bool {
+		scanned++
+		last = n.Key
+		if keep(n) {
+			kept = append(kept, n)
+		}
+		return len(kept) < limit && scanned < maxScan
+	})
+	if err != nil {
+		return nil, 0, "", err
+	}
+	if len(kept) >= limit || scanned >= maxScan {
+		next = base64.StdEncoding.EncodeToString(last)
+	}
+	return kept, scanned, next, nil
 }
 
 // version is one version of a key in its history.

@@ -36,6 +36,7 @@ func (l *leaseServer) LeaseGrant(ctx context.Context, r *pb.LeaseGrantRequest) (
 	if err != nil {
 		return nil, err
 	}
+	l.s.leaseClients.add(id, grantAddr(ctx), l.s.leasesExisting)
 	return &pb.LeaseGrantResponse{Header: l.s.header(res.Rev), ID: id, TTL: ttl}, nil
 }
 
@@ -51,6 +52,7 @@ func (l *leaseServer) LeaseRevoke(ctx context.Context, r *pb.LeaseRevokeRequest)
 	if err != nil {
 		return nil, err
 	}
+	l.s.leaseClients.forget(r.ID)
 	return &pb.LeaseRevokeResponse{Header: l.s.header(res.Rev)}, nil
 }
 

@@ -138,7 +138,8 @@ type Server struct {
 	health     *healthServer
 	healthDone chan struct{} // closed when health.follow has returned
 
-	watchStats watchStats
+	watchStats   watchStats
+	leaseClients leaseClients
 
 	mu          sync.Mutex
 	addrs       []string       // client URLs of the listeners served

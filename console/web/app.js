@@ -72,7 +72,7 @@ function go(query, replace) {
   route();
 }
 
-const views = { tree: treeView, sessions: sessionsView, locks: locksView, cluster: clusterView, events: eventsView, migration: migrationView };
+const views = { tree: treeView, search: searchView, sessions: sessionsView, locks: locksView, cluster: clusterView, events: eventsView, migration: migrationView };
 
 async function route() {
   stopView(); stopView = () => {};
@@ -403,6 +403,48 @@ function lineDiff(a, b) {
   return out;
 }
 
+// ---- search ----
+
+// searchView finds keys across the whole keyspace by prefix or substring.
+// The server examines a bounded number of keys per request and returns a
+// cursor; "More" continues from it, so a search of a large store is many
+// short requests.
+async function searchView(p) {
+  const q = p.get('q') || '';
+  const mode = p.get('mode') === 'contains' ? 'contains' : 'prefix';
+  const input = el('input', { id: 'search-q', type: 'search', value: q, placeholder: '/app/ or a part of a key' });
+  const select = el('select', { id: 'search-mode' },
+    el('option', { value: 'prefix', selected: mode === 'prefix' }, 'starts with'),
+    el('option', { value: 'contains', selected: mode === 'contains' }, 'contains'));
+  main.append(el('form', { class: 'inline panel', role: 'search', onsubmit: ev => { ev.preventDefault(); go({ view: 'search', q: input.value, mode: select.value }); } },
+    el('label', { for: 'search-mode' }, 'Key', select), el('label', { for: 'search-q' }, 'Text', input), el('button', { type: 'submit', id: 'search-submit' }, 'Search')));
+  if (!p.has('q')) { input.focus(); return; }
+  const ul = el('ul', { id: 'search-results', class: 'hits' });
+  const more = el('button', { type: 'button', id: 'search-more' }, 'More');
+  const count = el('p', { id: 'search-count', class: 'none' });
+  main.append(el('section', { class: 'panel', 'aria-labelledby': 'search-title' },
+    el('h2', { id: 'search-title' }, 'Keys that ' + (mode === 'prefix' ? 'start with ' : 'contain ') + JSON.stringify(q)), count, ul, more));
+  let next = '', scanned = 0, found = 0;
+  async function load() {
+    const params = { q, mode, limit: 100 };
+    if (next) params.after64 = next;
+    const out = await api('search', params);
+    for (const h of out.hits) {
+      const t = keyText(h.key64);
+      const link = h.isPath ? { view: 'tree', path: t } : { view: 'tree', key: t };
+      ul.append(el('li', {}, el('a', { href: '?' + new URLSearchParams(link), onclick: ev => { ev.preventDefault(); go(link); } }, h.isPath ? t : JSON.stringify(t)),
+        h.isPath ? null : el('span', { class: 'badge' }, 'etcd only'),
+        h.ephemeral ? el('span', { class: 'badge eph' }, 'leased') : null,
+        el('span', { class: 'badge' }, 'version ' + h.version + ', revision ' + h.modRevision)));
+    }
+    next = out.next; scanned += out.scanned; found += out.hits.length;
+    count.textContent = found + ' found, ' + scanned + ' keys examined at revision ' + out.rev + (next ? '; more may follow' : '; search complete') + '.';
+    if (!next) more.remove();
+  }
+  more.addEventListener('click', () => load().catch(e => say(e.message, 'err')));
+  await load();
+}
+
 // ---- sessions and leases ----
 
 async function sessionsView() {
@@ -415,7 +457,7 @@ async function sessionsView() {
     } }, 'Revoke');
     tbody.append(el('tr', { 'data-lease': s.idHex },
       el('td', { class: 'num' }, '0x' + s.idHex), el('td', {}, s.face), el('td', { class: 'num' }, s.ttl + ' s'),
-      el('td', { class: 'num' }, (s.remainingMs / 1000).toFixed(1) + ' s'), el('td', {}, s.client || (s.session ? 'not on this member' : '—')),
+      el('td', { class: 'num' }, (s.remainingMs / 1000).toFixed(1) + ' s'), el('td', {}, s.client || (s.session ? 'not on this member' : 'not granted through this member')),
       el('td', {}, s.keys.length ? el('ul', {}, s.keys.map(k => el('li', {}, k.startsWith('/') ? el('a', { href: '?' + new URLSearchParams({ view: 'tree', path: k }) }, k) : JSON.stringify(k)))) : el('span', { class: 'none' }, 'none'), s.moreKeys ? '…' : ''),
       el('td', {}, revoke)));
   }
@@ -524,42 +566,74 @@ async function clusterView() {
 
 // ---- live events ----
 
+// eventsView streams the changes under a prefix, from now on or from a
+// chosen past revision. A dropped stream is resumed as EventSource would
+// resume it: the next request sends Last-Event-ID, the last revision
+// received, and the server continues after it.
 async function eventsView(p) {
   const prefix = p.get('prefix') || '';
+  const rev = p.get('rev') || '';
   const input = el('input', { id: 'events-prefix', value: prefix, placeholder: '(everything)' });
+  const revInput = el('input', { id: 'events-rev', value: rev, inputmode: 'numeric', pattern: '[0-9]*', placeholder: '(now)' });
   const tbody = el('tbody', { id: 'event-rows' });
   const state = el('span', { id: 'events-state', class: 'badge' }, 'connecting');
-  main.append(el('form', { class: 'inline panel', onsubmit: ev => { ev.preventDefault(); go({ view: 'events', prefix: input.value }); } },
-    el('label', { for: 'events-prefix' }, 'Key prefix', input), el('button', { type: 'submit' }, 'Watch')),
+  main.append(el('form', { class: 'inline panel', onsubmit: ev => { ev.preventDefault(); go(revInput.value ? { view: 'events', prefix: input.value, rev: revInput.value } : { view: 'events', prefix: input.value }); } },
+    el('label', { for: 'events-prefix' }, 'Key prefix', input), el('label', { for: 'events-rev' }, 'From revision', revInput), el('button', { type: 'submit' }, 'Watch')),
   el('section', { class: 'panel', 'aria-labelledby': 'events-title' }, el('h2', { id: 'events-title' }, 'Live events ', state),
     el('table', { id: 'events' }, el('thead', {}, el('tr', {}, ['revision', 'key', 'etcd watch event', 'ZooKeeper watch events'].map(h => el('th', { scope: 'col' }, h)))), tbody)));
   const abort = new AbortController();
-  stopView = () => abort.abort();
-  // EventSource cannot send the auth token, so the stream is read with
-  // fetch and parsed here (text/event-stream).
-  (async () => {
-    const res = await fetch('api/events?' + new URLSearchParams({ prefix }), { headers: authHeaders(), signal: abort.signal });
-    if (!res.ok) { state.textContent = 'refused: ' + await res.text(); return; }
-    state.textContent = 'live';
+  let retry = 0;
+  stopView = () => { abort.abort(); clearTimeout(retry); };
+  let lastId = '';
+  // stream reads one connection; it returns true if the page should
+  // reconnect. EventSource cannot send the auth token, so the stream is
+  // read with fetch and parsed here (text/event-stream).
+  async function stream() {
+    const headers = authHeaders();
+    if (lastId) headers['Last-Event-ID'] = lastId;
+    const q = { prefix };
+    if (rev) q.rev = rev;
+    const res = await fetch('api/events?' + new URLSearchParams(q), { headers, signal: abort.signal });
+    if (!res.ok) { state.textContent = 'refused: ' + await res.text(); return false; }
+    state.textContent = lastId ? 'live (resumed after revision ' + lastId + ')' : 'live';
     const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
     let buf = '';
     for (;;) {
       const { value, done } = await reader.read();
-      if (done) break;
+      if (done) return true;
       buf += value;
       let cut;
       while ((cut = buf.indexOf('\n\n')) >= 0) {
         const block = buf.slice(0, cut); buf = buf.slice(cut + 2);
-        let type = 'message', data = '';
+        let type = 'message', data = '', id = null;
         for (const line of block.split('\n')) {
-          if (line.startsWith('event: ')) type = line.slice(7); else if (line.startsWith('data: ')) data += line.slice(6);
+          if (line.startsWith('event: ')) type = line.slice(7);
+          else if (line.startsWith('data: ')) data += line.slice(6);
+          else if (line.startsWith('id: ')) id = line.slice(4);
         }
         if (type === 'change') addEvent(tbody, JSON.parse(data));
-        if (type === 'error') state.textContent = 'ended: ' + JSON.parse(data);
+        if (id !== null) lastId = id;
+        if (type === 'compacted') {
+          state.textContent = 'ended: revision ' + rev + ' is compacted (compact_revision ' + JSON.parse(data).compact_revision + ')';
+          return false;
+        }
+        if (type === 'error') { state.textContent = 'ended: ' + JSON.parse(data); return false; }
       }
     }
-    if (state.textContent === 'live') state.textContent = 'ended';
-  })().catch(e => { if (e.name !== 'AbortError') state.textContent = 'ended: ' + e.message; });
+  }
+  (async () => {
+    for (let wait = 500; ;) {
+      let again;
+      try { again = await stream(); } catch (e) {
+        if (e.name === 'AbortError') return;
+        again = true;
+      }
+      if (!again || abort.signal.aborted) return;
+      state.textContent = 'reconnecting' + (lastId ? ' (after revision ' + lastId + ')' : '');
+      await new Promise(ok => { retry = setTimeout(ok, wait); });
+      wait = Math.min(wait * 2, 5000);
+    }
+  })();
 }
 
 function addEvent(tbody, ev) {
