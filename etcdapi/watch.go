@@ -536,7 +536,7 @@ func (ws *watchStream) cancelWatch(id int64) {
 	// Wait out a delivery the dispatcher may have begun before the
 	// removal, so the canceled answer comes after the watcher's last event.
 	ws.deliverMu.Lock()
-	ws.deliverMu.Unlock() //nolint:staticcheck // an empty critical section is the point: a barrier
+	ws.deliverMu.Unlock()
 	ws.queue(ws.ctx, &pb.WatchResponse{Header: ws.header(ws.s.currentRev()), WatchId: id, Canceled: true})
 }
 
