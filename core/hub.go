@@ -25,8 +25,8 @@ type History interface {
 // ErrHubClosed ends subscriptions when the member stops.
 var ErrHubClosed = errors.New("core: watch hub closed")
 
-// catchUpChunk bounds how many revisions one history read covers.
-const catchUpChunk = 256
+// CatchUpChunk bounds how many revisions one history read covers.
+const CatchUpChunk = 256
 
 // Hub fans committed events out to subscribers. Publish never blocks: a
 // subscriber whose buffer is full is moved back to catching up from history
@@ -73,6 +73,14 @@ func (s *Subscription) Err() error {
 	s.hub.mu.Lock()
 	defer s.hub.mu.Unlock()
 	return s.err
+}
+
+// Replay reads the events of every revision in [from, to] that has any
+// from the history the subscription's hub replays, or ErrCompacted. A
+// reader that fans one subscription out uses it to bring a late joiner up
+// to the revision the subscription has reached.
+func (s *Subscription) Replay(from, to int64) ([]RevEvents, error) {
+	return s.hub.history.Events(from, to)
 }
 
 // Close ends the subscription.
@@ -144,7 +152,7 @@ func (h *Hub) catchUp(s *Subscription) {
 			return
 		}
 		h.mu.Unlock()
-		to := min(target, s.next+catchUpChunk-1)
+		to := min(target, s.next+CatchUpChunk-1)
 		batch, err := h.history.Events(s.next, to)
 		if err != nil {
 			h.mu.Lock()

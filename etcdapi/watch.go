@@ -40,7 +40,9 @@ func (w *watchServer) Watch(stream grpc.BidiStreamingServer[pb.WatchRequest, pb.
 	ws := &watchStream{
 		s:        w.s,
 		ctx:      ctx,
+		stop:     cancel,
 		send:     make(chan outgoing, 128),
+		tick:     make(chan struct{}, 1),
 		watchers: map[int64]*watcher{},
 	}
 	ws.cond = sync.NewCond(&ws.mu)
@@ -73,16 +75,24 @@ func (w *watchServer) Watch(stream grpc.BidiStreamingServer[pb.WatchRequest, pb.
 	}
 }
 
-// watchStream is one Watch call: its watchers share one ordered send queue.
+// watchStream is one Watch call: its watchers share one ordered send queue
+// and one feed of committed revisions.
 type watchStream struct {
 	s    *Server
 	ctx  context.Context
+	stop context.CancelFunc
 	send chan outgoing
-	wg   sync.WaitGroup // watcher and progress goroutines
+	tick chan struct{}  // progress interval elapsed; read by the dispatcher
+	wg   sync.WaitGroup // dispatcher, catch-up and progress goroutines
+
+	// deliverMu is held while the dispatcher queues one revision's
+	// events, so a cancel can wait out a delivery already under way.
+	deliverMu sync.Mutex
 
 	mu       sync.Mutex
 	cond     *sync.Cond // signalled when a watcher's sent revision moves
 	watchers map[int64]*watcher
+	feed     *feed // nil until the first watcher, and after it ends
 	nextID   int64
 	closed   bool
 }
@@ -95,7 +105,31 @@ func (ws *watchStream) close() {
 	}
 	ws.cond.Broadcast()
 	ws.mu.Unlock()
+	ws.stop()
 	ws.wg.Wait()
+	ws.mu.Lock()
+	for _, w := range ws.watchers {
+		ws.removeLocked(w)
+	}
+	ws.mu.Unlock()
+}
+
+// feed is a stream's one hub subscription, and the index of the stream's
+// live watchers its dispatcher matches each revision against: a write
+// costs the apply path one send per stream, however many watchers the
+// stream has, and costs the stream work only for the watchers its keys
+// match (etcd's synced watcher group). A watcher that starts below the
+// revision the feed has reached first replays history on its own, then
+// joins (etcd's unsynced group).
+type feed struct {
+	sub *core.Subscription
+
+	// Guarded by ws.mu.
+	taken  int64                            // the dispatcher has chosen the watchers of every revision up to this one
+	done   int64                            // and queued their events
+	keys   map[string]map[*watcher]struct{} // live watchers of one key
+	ranges map[*watcher]struct{}            // live watchers of a range, prefix or every key from one on
+	err    error                            // why the subscription ended
 }
 
 // outgoing is a response waiting to be sent; fragment says whether it may
@@ -233,7 +267,7 @@ func (ws *watchStream) create(r *pb.WatchCreateRequest) {
 	w := &watcher{
 		ws: ws, id: id, key: key, end: end, fromKey: fromKey,
 		prevKV: r.PrevKv, fragment: r.Fragment, progressNotify: r.ProgressNotify,
-		ctx: ctx, cancel: cancel, done: make(chan struct{}), progress: make(chan struct{}, 1),
+		ctx: ctx, cancel: cancel, done: make(chan struct{}),
 		sent: start - 1,
 	}
 	if c.st.Enabled && !c.isRoot() {
@@ -256,21 +290,235 @@ func (ws *watchStream) create(r *pb.WatchCreateRequest) {
 		w.compactRev = ws.s.b.Status().CompactRev
 	}
 	ws.watchers[id] = w
-	ws.wg.Add(1)
+	ws.s.watchStats.watchers.Add(1)
 	ws.mu.Unlock()
 	// The created answer is queued before the watcher can send anything.
 	// Creates and cancels all come from the receiving goroutine, so a
 	// cancel cannot overtake it either.
 	ws.queue(ws.ctx, &pb.WatchResponse{Header: ws.header(cur), WatchId: id, Created: true})
+	ws.start(w, cur)
+}
 
-	sub, err := ws.s.b.Watch(start)
-	ws.s.watchStats.watchers.Add(1)
+// start makes w live on the stream's feed if the feed has not passed the
+// revision before w's start, or else replays history to it first.
+func (ws *watchStream) start(w *watcher, cur int64) {
+	ws.mu.Lock()
+	if ws.closed {
+		ws.mu.Unlock()
+		close(w.done)
+		return
+	}
+	f, err := ws.feedLocked(cur)
+	if err != nil {
+		ws.mu.Unlock()
+		close(w.done)
+		w.fail(err)
+		return
+	}
+	w.feed = f
+	if w.sent >= f.taken {
+		f.joinLocked(w)
+		ws.mu.Unlock()
+		close(w.done)
+		return
+	}
+	ws.wg.Add(1)
+	ws.mu.Unlock()
 	go func() {
 		defer ws.wg.Done()
 		defer close(w.done)
-		defer ws.s.watchStats.watchers.Add(-1)
-		w.run(sub, err)
+		ws.catchUp(w)
 	}()
+}
+
+// feedLocked returns the stream's feed, subscribing it from the revision
+// after cur if it has none.
+func (ws *watchStream) feedLocked(cur int64) (*feed, error) {
+	if ws.feed != nil {
+		return ws.feed, nil
+	}
+	sub, err := ws.s.b.Watch(cur + 1)
+	if err != nil {
+		return nil, err
+	}
+	f := &feed{sub: sub, taken: cur, done: cur, keys: map[string]map[*watcher]struct{}{}, ranges: map[*watcher]struct{}{}}
+	ws.feed = f
+	ws.wg.Add(1)
+	go func() {
+		defer ws.wg.Done()
+		ws.dispatch(f)
+	}()
+	return f, nil
+}
+
+func (f *feed) joinLocked(w *watcher) {
+	w.live = true
+	if !w.singleKey() {
+		f.ranges[w] = struct{}{}
+		return
+	}
+	set := f.keys[string(w.key)]
+	if set == nil {
+		set = map[*watcher]struct{}{}
+		f.keys[string(w.key)] = set
+	}
+	set[w] = struct{}{}
+}
+
+func (f *feed) leaveLocked(w *watcher) {
+	if !w.live {
+		return
+	}
+	w.live = false
+	if !w.singleKey() {
+		delete(f.ranges, w)
+		return
+	}
+	set := f.keys[string(w.key)]
+	delete(set, w)
+	if len(set) == 0 {
+		delete(f.keys, string(w.key))
+	}
+}
+
+// matchLocked returns the live watchers that one of re's events concerns
+// and that have not had re yet, each once.
+func (f *feed) matchLocked(re core.RevEvents) []*watcher {
+	var out []*watcher
+	add := func(w *watcher) {
+		if w.mark != re.Rev && w.sent < re.Rev {
+			w.mark = re.Rev
+			out = append(out, w)
+		}
+	}
+	for _, ev := range re.Events {
+		if ev.Implicit || ev.Node == nil {
+			continue
+		}
+		for w := range f.keys[string(ev.Node.Key)] {
+			add(w)
+		}
+		for w := range f.ranges {
+			if w.matches(ev.Node.Key) {
+				add(w)
+			}
+		}
+	}
+	return out
+}
+
+// dispatch hands each revision of the feed to the live watchers it
+// concerns, and sends the periodic progress notifications, until the
+// stream or the subscription ends.
+func (ws *watchStream) dispatch(f *feed) {
+	defer f.sub.Close()
+	for {
+		select {
+		case re, ok := <-f.sub.Events():
+			if !ok {
+				ws.endFeed(f, f.sub.Err())
+				return
+			}
+			ws.mu.Lock()
+			f.taken = re.Rev
+			targets := f.matchLocked(re)
+			ws.mu.Unlock()
+			if len(targets) > 0 {
+				rv := &revView{re: re}
+				ws.deliverMu.Lock()
+				for _, w := range targets {
+					w.deliver(rv)
+				}
+				ws.deliverMu.Unlock()
+			}
+			ws.mu.Lock()
+			f.done = re.Rev
+			ws.cond.Broadcast()
+			ws.mu.Unlock()
+		case <-ws.tick:
+			ws.sendProgress(f)
+		case <-ws.ctx.Done():
+			return
+		}
+	}
+}
+
+// endFeed ends the feed's watchers when its subscription failed (the
+// member stopped, or the stream fell behind a compaction); the next
+// create subscribes anew.
+func (ws *watchStream) endFeed(f *feed, err error) {
+	if err == nil {
+		return
+	}
+	ws.mu.Lock()
+	f.err = err
+	if ws.feed == f {
+		ws.feed = nil
+	}
+	var live []*watcher
+	for _, w := range ws.watchers {
+		if w.feed == f && w.live {
+			live = append(live, w)
+		}
+	}
+	ws.mu.Unlock()
+	for _, w := range live {
+		w.fail(err)
+	}
+}
+
+// catchUp replays history to w until it has every revision the feed has
+// taken, then makes it live. Until then it is w's only sender.
+func (ws *watchStream) catchUp(w *watcher) {
+	f := w.feed
+	for {
+		ws.mu.Lock()
+		switch {
+		case w.ctx.Err() != nil || w.ended:
+			ws.mu.Unlock()
+			return
+		case f.err != nil:
+			ws.mu.Unlock()
+			w.fail(f.err)
+			return
+		case w.sent >= f.taken:
+			f.joinLocked(w)
+			ws.mu.Unlock()
+			return
+		}
+		from, to := w.sent+1, min(f.taken, w.sent+core.CatchUpChunk)
+		ws.mu.Unlock()
+		batch, err := f.sub.Replay(from, to)
+		if err != nil {
+			w.fail(err)
+			return
+		}
+		for _, re := range batch {
+			if !w.deliver(&revView{re: re}) {
+				return
+			}
+		}
+		ws.mu.Lock()
+		w.sent = max(w.sent, to)
+		ws.cond.Broadcast()
+		ws.mu.Unlock()
+	}
+}
+
+// removeLocked forgets w: it gets nothing more from the feed and no
+// longer holds back progress notifications.
+func (ws *watchStream) removeLocked(w *watcher) {
+	if ws.watchers[w.id] == w {
+		delete(ws.watchers, w.id)
+	}
+	if w.feed != nil {
+		w.feed.leaveLocked(w)
+	}
+	if !w.ended {
+		w.ended = true
+		ws.s.watchStats.watchers.Add(-1)
+		ws.cond.Broadcast()
+	}
 }
 
 func (ws *watchStream) cancelWatch(id int64) {
@@ -283,11 +531,12 @@ func (ws *watchStream) cancelWatch(id int64) {
 	w.cancel()
 	<-w.done
 	ws.mu.Lock()
-	if ws.watchers[id] == w {
-		delete(ws.watchers, id)
-		ws.cond.Broadcast()
-	}
+	ws.removeLocked(w)
 	ws.mu.Unlock()
+	// Wait out a delivery the dispatcher may have begun before the
+	// removal, so the canceled answer comes after the watcher's last event.
+	ws.deliverMu.Lock()
+	ws.deliverMu.Unlock()
 	ws.queue(ws.ctx, &pb.WatchResponse{Header: ws.header(ws.s.currentRev()), WatchId: id, Canceled: true})
 }
 
@@ -321,28 +570,49 @@ func (ws *watchStream) requestProgress() {
 
 func (ws *watchStream) allSentLocked(rev int64) bool {
 	for _, w := range ws.watchers {
-		if w.sent < rev && !w.ended {
+		if w.sentLocked() < rev && !w.ended {
 			return false
 		}
 	}
 	return true
 }
 
-// tickProgress wakes the watchers that asked for periodic progress.
+// tickProgress tells the dispatcher the progress interval has elapsed.
 func (ws *watchStream) tickProgress() {
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	for _, w := range ws.watchers {
-		if w.progressNotify {
-			select {
-			case w.progress <- struct{}{}:
-			default:
-			}
-		}
+	select {
+	case ws.tick <- struct{}{}:
+	default:
 	}
 }
 
-// watcher is one watch of a stream. Its goroutine owns the subscription.
+// sendProgress sends a progress notification to every live watcher of f
+// that asked for them and got no events since the last one. As in etcd,
+// a watcher still replaying history gets none.
+func (ws *watchStream) sendProgress(f *feed) {
+	type note struct {
+		w   *watcher
+		rev int64
+	}
+	var notes []note
+	ws.mu.Lock()
+	for _, w := range ws.watchers {
+		if !w.progressNotify || !w.live || w.feed != f || w.ended {
+			continue
+		}
+		if w.sentEvents {
+			w.sentEvents = false
+			continue
+		}
+		notes = append(notes, note{w, w.sentLocked()})
+	}
+	ws.mu.Unlock()
+	for _, n := range notes {
+		ws.queue(n.w.ctx, &pb.WatchResponse{Header: ws.header(n.rev), WatchId: n.w.id})
+	}
+}
+
+// watcher is one watch of a stream. It has a goroutine only while it
+// replays history; live, the stream's dispatcher delivers to it.
 type watcher struct {
 	ws               *watchStream
 	id               int64
@@ -357,9 +627,11 @@ type watcher struct {
 	compactRev int64
 	ctx        context.Context
 	cancel     context.CancelFunc
-	done       chan struct{}
-	progress   chan struct{}
-	sentEvents bool // since the last progress tick; owned by run
+	// done is closed once the watcher's catch-up, if any, has ended.
+	done chan struct{}
+	// sentEvents says events went out since the last progress tick; only
+	// the watcher's one sender (catch-up, then the dispatcher) touches it.
+	sentEvents bool
 
 	// A watcher of a user that is not root (auth on) is checked again
 	// whenever the auth store changes, and ends with "permission denied"
@@ -374,8 +646,22 @@ type watcher struct {
 
 	// Guarded by ws.mu.
 	sent  int64 // every event up to this revision is queued
+	feed  *feed // set when the watcher starts
+	live  bool  // in the feed's index
+	mark  int64 // the revision matchLocked last chose it for
 	ended bool
 }
+
+// sentLocked is the revision up to which the watcher has every event
+// queued: a live watcher has everything its feed has finished.
+func (w *watcher) sentLocked() int64 {
+	if w.live {
+		return max(w.sent, w.feed.done)
+	}
+	return w.sent
+}
+
+func (w *watcher) singleKey() bool { return !w.fromKey && len(w.end) == 0 }
 
 func (w *watcher) matches(key []byte) bool {
 	if bytes.Compare(key, w.key) < 0 {
@@ -388,47 +674,6 @@ func (w *watcher) matches(key []byte) bool {
 		return bytes.Equal(key, w.key)
 	}
 	return bytes.Compare(key, w.end) < 0
-}
-
-func (w *watcher) run(sub *core.Subscription, err error) {
-	defer func() {
-		w.ws.mu.Lock()
-		w.ended = true
-		w.ws.cond.Broadcast()
-		w.ws.mu.Unlock()
-	}()
-	if err != nil {
-		w.fail(err)
-		return
-	}
-	defer sub.Close()
-	for {
-		select {
-		case re, ok := <-sub.Events():
-			if !ok {
-				if err := sub.Err(); err != nil {
-					w.fail(err)
-				}
-				return
-			}
-			if !w.deliver(re) {
-				return
-			}
-		case <-w.progress:
-			if w.sentEvents {
-				w.sentEvents = false
-				continue
-			}
-			w.ws.mu.Lock()
-			rev := w.sent
-			w.ws.mu.Unlock()
-			if !w.ws.queue(w.ctx, &pb.WatchResponse{Header: w.ws.header(rev), WatchId: w.id}) {
-				return
-			}
-		case <-w.ctx.Done():
-			return
-		}
-	}
 }
 
 // stillPermitted re-checks the watcher's user against the auth store when
@@ -451,29 +696,66 @@ func (w *watcher) stillPermitted() bool {
 	return true
 }
 
-// deliver queues the watcher's share of one revision's events.
-func (w *watcher) deliver(re core.RevEvents) bool {
+// revView is one revision as its watchers share it: each event's key-value
+// and each key's prev_kv converted once, however many watchers get them.
+// One goroutine uses it.
+type revView struct {
+	re      core.RevEvents
+	kvs     []*mvccpb.KeyValue
+	prevKVs map[string]*mvccpb.KeyValue
+}
+
+// kv is the key-value of event i: a delete carries only key and revision.
+func (rv *revView) kv(i int) *mvccpb.KeyValue {
+	if rv.kvs == nil {
+		rv.kvs = make([]*mvccpb.KeyValue, len(rv.re.Events))
+	}
+	if rv.kvs[i] == nil {
+		ev := rv.re.Events[i]
+		if ev.Type == core.EventDelete {
+			rv.kvs[i] = &mvccpb.KeyValue{Key: ev.Node.Key, ModRevision: ev.Node.ModRev}
+		} else {
+			rv.kvs[i] = keyValue(ev.Node)
+		}
+	}
+	return rv.kvs[i]
+}
+
+// prevKV is key's state before the revision, or nil. etcd reads prev_kv
+// at the revision before the event's, so a key written twice in one Txn
+// gets the state from before the Txn both times, not the Txn's
+// intermediate write.
+func (rv *revView) prevKV(key []byte) *mvccpb.KeyValue {
+	if rv.prevKVs == nil {
+		rv.prevKVs = map[string]*mvccpb.KeyValue{}
+		for _, ev := range rv.re.Events {
+			if ev.Node == nil || ev.Implicit {
+				continue
+			}
+			k := string(ev.Node.Key)
+			if _, seen := rv.prevKVs[k]; seen {
+				continue
+			}
+			var kv *mvccpb.KeyValue
+			if ev.Prev != nil && !ev.Prev.Implicit {
+				kv = keyValue(ev.Prev)
+			}
+			rv.prevKVs[k] = kv
+		}
+	}
+	return rv.prevKVs[string(key)]
+}
+
+// deliver queues the watcher's share of one revision's events. It returns
+// false once the watcher has ended.
+func (w *watcher) deliver(rv *revView) bool {
+	re := rv.re
 	if !w.stillPermitted() {
 		w.fail(errPermissionDenied)
 		return false
 	}
 	var events []*mvccpb.Event
-	// etcd reads prev_kv at the revision before the event's, so a key
-	// written twice in one Txn gets the state from before the Txn both
-	// times, not the Txn's intermediate write.
-	var before map[string]*core.Node
-	if w.prevKV {
-		before = map[string]*core.Node{}
-		for _, ev := range re.Events {
-			if ev.Node == nil || ev.Implicit {
-				continue
-			}
-			if _, seen := before[string(ev.Node.Key)]; !seen {
-				before[string(ev.Node.Key)] = ev.Prev
-			}
-		}
-	}
-	for _, ev := range re.Events {
+	for i, ev := range re.Events {
 		if ev.Implicit || ev.Node == nil || !w.matches(ev.Node.Key) {
 			continue
 		}
@@ -481,19 +763,19 @@ func (w *watcher) deliver(re core.RevEvents) bool {
 			w.fail(errPermissionDenied)
 			return false
 		}
-		e := &mvccpb.Event{Kv: keyValue(ev.Node)}
+		e := &mvccpb.Event{Type: mvccpb.PUT}
 		if ev.Type == core.EventDelete {
 			if w.noDelete {
 				continue
 			}
 			e.Type = mvccpb.DELETE
-			e.Kv = &mvccpb.KeyValue{Key: ev.Node.Key, ModRevision: ev.Node.ModRev}
 		} else if w.noPut {
 			continue
 		}
+		e.Kv = rv.kv(i)
 		create := e.Type == mvccpb.PUT && e.Kv.CreateRevision == e.Kv.ModRevision
-		if prev := before[string(ev.Node.Key)]; w.prevKV && !create && prev != nil && !prev.Implicit && re.Rev > w.compactRev {
-			e.PrevKv = keyValue(prev)
+		if w.prevKV && !create && re.Rev > w.compactRev {
+			e.PrevKv = rv.prevKV(ev.Node.Key)
 		}
 		events = append(events, e)
 	}
@@ -509,7 +791,7 @@ func (w *watcher) deliver(re core.RevEvents) bool {
 		w.sentEvents = true
 	}
 	w.ws.mu.Lock()
-	w.sent = re.Rev
+	w.sent = max(w.sent, re.Rev)
 	w.ws.cond.Broadcast()
 	w.ws.mu.Unlock()
 	return true
@@ -531,9 +813,7 @@ func (w *watcher) fail(err error) {
 	}
 	w.ws.queue(w.ctx, resp)
 	w.ws.mu.Lock()
-	if w.ws.watchers[w.id] == w {
-		delete(w.ws.watchers, w.id)
-	}
+	w.ws.removeLocked(w)
 	w.ws.mu.Unlock()
 }
 
