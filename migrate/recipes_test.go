@@ -88,9 +88,12 @@ func TestRecipesMoveToJanus(t *testing.T) {
 		name, path string
 		run        worker
 		need       func(testing.TB)
+		// container: the recipe makes its parent a container, which
+		// the source's reaper deletes once the users have left.
+		container bool
 	}{
-		{"kazoo Lock", "/app/lock", kazooLock, func(t testing.TB) { testenv.Python3Kazoo(t) }},
-		{"Curator LeaderLatch", "/app/latch", curatorLatch, func(t testing.TB) { testenv.CuratorClasspath(t) }},
+		{"kazoo Lock", "/app/lock", kazooLock, func(t testing.TB) { testenv.Python3Kazoo(t) }, false},
+		{"Curator LeaderLatch", "/app/latch", curatorLatch, func(t testing.TB) { testenv.CuratorClasspath(t) }, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -110,6 +113,13 @@ func TestRecipesMoveToJanus(t *testing.T) {
 			waitFor(t, &out, "following")
 
 			before := lockRound(t, c.run, ref.Addr, c.path, referee, 3, 10)
+			if c.container {
+				// The runbook stops every writer before the cut-over, and
+				// the source's container reaper is one: were it to delete
+				// the emptied parent while the tool compares the two
+				// trees, the tool would rightly call the cut-over unsafe.
+				waitGone(t, src, c.path)
+			}
 			cutover()
 			res := <-done
 			t.Logf("output:\n%s", out.String())
@@ -131,5 +141,24 @@ func TestRecipesMoveToJanus(t *testing.T) {
 				t.Errorf("sequence numbers kept increasing across the move (%d after %d): update docs/migration.md's fencing table", slices.Min(after), slices.Max(before))
 			}
 		})
+	}
+}
+
+// waitGone waits until path no longer exists on c.
+func waitGone(t *testing.T, c *zk.Conn, path string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ok, _, err := c.Exists(path)
+		if err != nil {
+			t.Fatalf("exists %s: %v", path, err)
+		}
+		if !ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still exists a minute after its users left", path)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
