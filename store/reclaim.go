@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -30,7 +31,35 @@ const metaReclaim = "reclaim"
 // ReclaimValueLog rewrites value log files that are mostly garbage until
 // none is left, and returns how many it rewrote. It runs beside Apply and
 // reads.
+//
+// Badger moves a file's live values to the value log file it is writing,
+// with their memtable log records, and then deletes the file; it fsyncs
+// neither first (the store writes without SyncWrites). A crash of the
+// machine could then keep the deletion and lose the moved values, whose
+// versions lie at or below the durable index. So the rewrites run while an
+// iterator is open, which makes Badger put off every deletion until the
+// last iterator closes, and the iterator is closed only once the memtable
+// and value logs are fsynced.
 func (s *Store) ReclaimValueLog() (int, error) {
+	if s.closed.Load() {
+		return 0, ErrClosed
+	}
+	txn := s.db.NewTransactionAt(math.MaxUint64, false)
+	pin := txn.NewIterator(badger.IteratorOptions{})
+	n, err := s.rewriteValueLogs()
+	if n > 0 {
+		if serr := s.syncLogs(); err == nil {
+			err = serr
+		}
+	}
+	pin.Close() // Badger deletes the rewritten files now, or when the last reader is done
+	txn.Discard()
+	return n, err
+}
+
+// rewriteValueLogs runs Badger's value log GC until it finds nothing to
+// rewrite.
+func (s *Store) rewriteValueLogs() (int, error) {
 	n := 0
 	for {
 		if s.closed.Load() {

@@ -38,6 +38,11 @@ type Config struct {
 	// OnCommit, if set, is told how long each group's Badger write took
 	// (etcd's backend commit duration). It must not block.
 	OnCommit func(took time.Duration)
+
+	// valueLogFileSize overrides the size of Badger's value log files
+	// (valueLogFileSize); tests set it small so that files rotate and
+	// value log GC has files to rewrite.
+	valueLogFileSize int64
 }
 
 const (
@@ -107,6 +112,10 @@ type Store struct {
 	// and before recording the applied index, as a crash there would. Only
 	// tests set it.
 	crashBeforeApplied bool
+	// onFilesSynced, if set, is called each time the store has fsynced
+	// Badger's memtable and value logs: what a crash of the machine keeps
+	// of them is at least what they held then. Only tests set it.
+	onFilesSynced func()
 
 	// durable is what durableFile says; owned by whoever holds applyMu.
 	durable durableState
@@ -143,6 +152,9 @@ func open(cfg Config, boot string) (*Store, error) {
 	}
 	memTable := pick(cfg.MemTableSize, defaultMemTableSize)
 	flushFailing := make(chan struct{}, 1)
+	if err := removeEmptyLogs(cfg.Dir, log); err != nil {
+		return nil, err
+	}
 	opts := badger.DefaultOptions(cfg.Dir).
 		// The consensus log is the durability: after a crash it is replayed
 		// from the applied index Badger kept, so Badger need not fsync.
@@ -163,7 +175,7 @@ func open(cfg Config, boot string) (*Store, error) {
 		// from on a busy machine.
 		WithNumMemtables(3).
 		WithBlockCacheSize(pick(cfg.BlockCacheSize, defaultBlockCacheSize)).
-		WithValueLogFileSize(valueLogFileSize).
+		WithValueLogFileSize(pick(cfg.valueLogFileSize, valueLogFileSize)).
 		// Two is the fewest Badger allows (zero stops compaction).
 		WithNumCompactors(2).
 		WithNumGoroutines(2).
