@@ -343,3 +343,102 @@ func TestPowerLossCutValueLog(t *testing.T) {
 	}
 	t.Logf("%d power-loss images over %d memtable log records and %d values above the sync at %d", len(trials), nm, nv, syncIndex)
 }
+
+// TestValueLogGCPowerLoss checks that value log GC never deletes a file
+// before the values it moved out of it are on disk. Big values are
+// overwritten and deleted across several value log files, compacted and
+// made durable; Reclaim then has GC rewrite files. The image a power loss
+// leaves keeps every table (Badger fsyncs them), every deletion, and of
+// the memtable and value logs only what the store had fsynced when it last
+// did. On a new boot it must reopen at the last durable index with that
+// index's state, every value readable.
+func TestValueLogGCPowerLoss(t *testing.T) {
+	seed := testSeed(t)
+	c := newCrashScenario(t, seed, 2<<20)
+	h := c.h
+	h.cfg.valueLogFileSize = 1 << 20
+	h.reopen()
+	big := int(valueThreshold(h.cfg.MemTableSize)) + 512
+	rng := rand.New(rand.NewPCG(seed, 41))
+	for round := range 60 {
+		var ops []core.TxnOp
+		for range 2 {
+			k := fmt.Sprintf("gc/%d", rng.IntN(8))
+			if rng.IntN(5) == 0 {
+				ops = append(ops, core.TxnOp{Kind: core.OpDeleteRange, Key: []byte(k)})
+				continue
+			}
+			ops = append(ops, core.TxnOp{Kind: core.OpPut, Key: []byte(k), Value: bytes.Repeat([]byte{byte('a' + round%26)}, big+rng.IntN(4096))})
+		}
+		c.ops(txnOf(ops...))
+	}
+	c.ops(core.Op{Compact: &core.Compact{Rev: h.meta().Rev}})
+	before := takeImage(t, h.cfg.Dir).vlogFiles()
+	// What a power loss keeps of the logs: their contents at the last
+	// fsync.
+	var synced dirImage
+	h.s.onFilesSynced = func() { synced = takeImage(t, h.cfg.Dir) }
+	if err := h.s.Reclaim(); err != nil {
+		t.Fatal(err)
+	}
+	h.s.onFilesSynced = nil
+	img := takeImage(t, h.cfg.Dir)
+	after := img.vlogFiles()
+	var removed []string
+	for _, f := range before {
+		if _, ok := img[f]; !ok {
+			removed = append(removed, f)
+		}
+	}
+	if len(removed) == 0 {
+		t.Fatalf("GC rewrote no value log file (before %v, after %v): the test shows nothing", before, after)
+	}
+	cut := dirImage{}
+	for name, f := range img {
+		if strings.HasSuffix(name, ".mem") || strings.HasSuffix(name, ".vlog") {
+			f.data = synced[name].data // nothing if the file is newer than the fsync
+		}
+		cut[name] = f
+	}
+	d := filepath.Join(scratchDir(t), "copy")
+	cut.write(t, d, nil)
+	got := c.recoverAndCheck(t, d, "another boot", 4, "power loss after value log GC")
+	t.Logf("GC removed %v of %v; recovered at %d of %d", removed, before, got, h.s.AppliedIndex())
+}
+
+// TestOpenRemovesEmptyLogs: a crash while Badger deletes a memtable or
+// value log file, or creates one, leaves it empty, which Badger refuses to
+// open. The store must open, with its state.
+func TestOpenRemovesEmptyLogs(t *testing.T) {
+	h := newHarness(t, 43)
+	for range 10 {
+		h.step(1 + h.rng.IntN(8))
+	}
+	want := dumpStore(t, h.s)
+	if err := h.s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	img := takeImage(t, h.cfg.Dir)
+	vlogs := img.vlogFiles()
+	for _, name := range []string{
+		"00001.mem", // a flushed memtable's log
+		"00099.mem", // a new memtable's log
+		fmt.Sprintf("%06d.vlog", fileID(t, vlogs[len(vlogs)-1])+1 /* a new value log */),
+		fmt.Sprintf("%06d.vlog", 0 /* a value log GC deleted */),
+	} {
+		if err := os.WriteFile(filepath.Join(h.cfg.Dir, name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s, err := Open(h.cfg)
+		if err != nil {
+			t.Fatalf("open with an empty %s: %v", name, err)
+		}
+		h.s = s
+		if d := diffDumps(dumpStore(t, s), want); d != "" {
+			t.Fatalf("with an empty %s: state differs:%s", name, d)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
