@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/binary"
+	"flag"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -16,6 +17,8 @@ import (
 
 	"github.com/januskv/janus/core"
 )
+
+var allCuts = flag.Bool("store.allcuts", false, "TestCrashCutValueLog: reopen every cut (default: every memtable log record boundary with the value log the records need, and a quarter of the other cuts)")
 
 // Badger's meta bit of a record whose value is a pointer into the value
 // log (bitValuePointer in value.go).
@@ -183,7 +186,12 @@ func TestCrashCutValueLog(t *testing.T) {
 	// need[i] is the value log's end that the first i memtable log
 	// records (of the window) need.
 	mrecs := walRecords(mem)
-	type cut struct{ mem, vlog int }
+	// essential cuts (the memtable log at a record boundary, the value
+	// log where the records before need it) are always reopened.
+	type cut struct {
+		mem, vlog int
+		essential bool
+	}
 	var cuts []cut
 	need := sc.vlogFrom
 	pointers := 0
@@ -201,9 +209,9 @@ func TestCrashCutValueLog(t *testing.T) {
 				break
 			}
 		}
-		for _, m := range []int{r.off, r.off + (r.end-r.off)/2} {
-			for _, v := range vcuts {
-				cuts = append(cuts, cut{m, v})
+		for j, m := range []int{r.off, r.off + (r.end-r.off)/2} {
+			for k, v := range vcuts {
+				cuts = append(cuts, cut{m, v, j == 0 && k == 0})
 			}
 		}
 		if p, ok := r.pointer(); ok && p.fid == vfid {
@@ -211,7 +219,7 @@ func TestCrashCutValueLog(t *testing.T) {
 			pointers++
 		}
 	}
-	cuts = append(cuts, cut{mrecs[len(mrecs)-1].end, len(vlog)})
+	cuts = append(cuts, cut{mrecs[len(mrecs)-1].end, len(vlog), true})
 	window := 0
 	for _, r := range mrecs {
 		if r.off >= sc.memFrom {
@@ -225,10 +233,15 @@ func TestCrashCutValueLog(t *testing.T) {
 	boot := bootID()
 	scratch := scratchDir(t)
 	recovered := map[uint64]int{}
+	reopened := 0
 	for i, ct := range cuts {
-		if testing.Short() && i%7 != 0 && i != len(cuts)-1 {
+		switch {
+		case testing.Short() && i%7 != 0 && i != len(cuts)-1:
+			continue
+		case !testing.Short() && !*allCuts && !ct.essential && i%4 != 0:
 			continue
 		}
+		reopened++
 		cut := dirImage{}
 		maps.Copy(cut, img)
 		truncate := i%2 == 1
@@ -247,8 +260,8 @@ func TestCrashCutValueLog(t *testing.T) {
 		recovered[got]++
 		os.RemoveAll(d)
 	}
-	t.Logf("%d cuts over %d memtable log records (%d pointing into the value log) and %d values of the last %d groups; recovered applied index: cuts %v",
-		len(cuts), window, pointers, len(vrecs), windowGroups+3, recovered)
+	t.Logf("%d cuts reopened of %d over %d memtable log records (%d pointing into the value log) and %d values of the last %d groups; recovered applied index: cuts %v",
+		reopened, len(cuts), window, pointers, len(vrecs), windowGroups+3, recovered)
 	if want := windowGroups + 3 + 1; len(recovered) != want && !testing.Short() {
 		t.Fatalf("the cuts recovered %d distinct applied indexes, want %d", len(recovered), want)
 	}
