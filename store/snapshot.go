@@ -11,6 +11,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strings"
 
 	badger "github.com/dgraph-io/badger/v4"
 
@@ -197,7 +198,7 @@ func inSnapshot(key []byte) bool {
 		return false
 	case prefixMeta:
 		name := string(key[1:])
-		return name != metaApplied && name != metaRestored && name != metaReclaim
+		return name != metaApplied && name != metaRestored && name != metaReclaim && !strings.HasPrefix(name, metaFill)
 	}
 	return true
 }
