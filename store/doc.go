@@ -94,6 +94,12 @@
 // zero that Badger refuses to open, which holds no record, so Open removes
 // it first (removeEmptyLogs).
 //
+// Badger never rewrites the value log file it appends to, so Reclaim first
+// makes it start a new one by writing fill records (see rotateValueLog).
+// They are written at the applied record's version and are not state
+// (snapshots and hashes leave them out); a crash before Reclaim drops them
+// leaves them to the next Reclaim, which drops any it finds.
+//
 // store/vlogcrash_test.go cuts and zero-fills both files at every record
 // boundary of the last groups and inside records, loses unflushed tails
 // and holes of both to a simulated power loss, loses a GC's unsynced work,
