@@ -342,7 +342,7 @@ func (s *Store) SkipTo(index uint64) error {
 	}
 	it.Close()
 	txn.Discard()
-	at := reader{s.db.NewTransactionAt(applied, false)}
+	at := reader{txn: s.db.NewTransactionAt(applied, false)}
 	defer at.txn.Discard()
 	wb := s.db.NewManagedWriteBatch()
 	for _, st := range strays {

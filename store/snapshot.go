@@ -361,7 +361,7 @@ func (s *Store) restore(r io.Reader) (uint64, error) {
 	}
 	// The restored revision is readable from here on, at the snapshot's
 	// index; the applied index goes last, as in Apply.
-	at := reader{s.db.NewTransactionAt(applied, false)}
+	at := reader{txn: s.db.NewTransactionAt(applied, false)}
 	meta, err := at.Meta()
 	at.txn.Discard()
 	if err != nil {

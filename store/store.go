@@ -283,7 +283,7 @@ func (s *Store) load() error {
 	if err != nil {
 		return err
 	}
-	r := reader{s.db.NewTransactionAt(applied, false)}
+	r := reader{txn: s.db.NewTransactionAt(applied, false)}
 	defer r.txn.Discard()
 	meta, err := r.Meta()
 	if err != nil {
@@ -401,7 +401,7 @@ func (s *Store) latest(st *published) (*View, error) {
 		return nil, err
 	}
 	return &View{
-		reader:  reader{s.db.NewTransactionAt(st.applied, false)},
+		reader:  reader{txn: s.db.NewTransactionAt(st.applied, false)},
 		rev:     st.rev,
 		release: func() { s.hist.unpin(pin) },
 	}, nil
@@ -428,7 +428,7 @@ func (s *Store) At(rev int64) (*View, error) {
 	// The state while rev was current ends just before the entry that
 	// made the next revision, so a View at rev also shows the lease and
 	// compaction changes made at rev, as the latest View would have then.
-	lookup := reader{s.db.NewTransactionAt(st.applied, false)}
+	lookup := reader{txn: s.db.NewTransactionAt(st.applied, false)}
 	next, ok, err := lookup.revIndex(rev + 1)
 	lookup.txn.Discard()
 	if err == nil && !ok {
@@ -439,7 +439,7 @@ func (s *Store) At(rev int64) (*View, error) {
 		return nil, err
 	}
 	return &View{
-		reader:  reader{s.db.NewTransactionAt(next-1, false)},
+		reader:  reader{txn: s.db.NewTransactionAt(next-1, false)},
 		rev:     rev,
 		release: func() { s.hist.unpin(pin) },
 	}, nil
