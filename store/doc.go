@@ -94,6 +94,12 @@
 // zero that Badger refuses to open, which holds no record, so Open removes
 // it first (removeEmptyLogs).
 //
+// GC also races reads: Badger reads a value only when asked, and a lookup
+// (unlike an iterator) does not hold GC's deletions off, so a value whose
+// file GC deleted after the lookup reads back empty (Badger logs it and
+// returns no error). The store looks such a key up again, which finds the
+// copy GC wrote first (reader.value).
+//
 // Badger never rewrites the value log file it appends to, so Reclaim first
 // makes it start a new one by writing fill records (see rotateValueLog).
 // They are written at the applied record's version and are not state
