@@ -98,9 +98,10 @@ func (s *Store) rewriteValueLogs(ratio float64) (int, error) {
 // far as open readers allow: it makes the state durable (the discard
 // timestamp never passes the durable index), flushes the memtables into
 // tables (the deletes they hold would otherwise shadow nothing on disk),
-// compacts every table into one level (dropping what the discard timestamp
-// allows) and then rewrites the value log files that became garbage.
-// Applying waits while the memtables are flushed; reads go on.
+// has Badger start a new value log file (rotateValueLog), compacts every
+// table into one level (dropping what the discard timestamp allows) and
+// then rewrites every value log file that holds garbage. Applying waits
+// while the memtables are flushed; reads go on.
 func (s *Store) Reclaim() error {
 	if _, err := s.Sync(); err != nil {
 		return err
@@ -120,7 +121,7 @@ func (s *Store) Reclaim() error {
 }
 
 // flushMemtables writes the reclaim record and drops it, which makes Badger
-// flush every memtable. It holds applyMu: Badger refuses writes while it
+// flush every memtable, rotating the value log in between. It holds applyMu: Badger refuses writes while it
 // drops a prefix, and a refused write would stop the member.
 func (s *Store) flushMemtables() error {
 	s.applyMu.Lock()
