@@ -114,5 +114,5 @@ CHAOS_POWER_LOSSES ?= 100000
 chaos:
 	JANUS_CHAOS_DURATION=$(CHAOS_DURATION) $(GO) test -count=1 -timeout 60m -v -run 'Test(Single|Cluster)' ./internal/cluster
 	$(GO) test -count=1 -timeout 60m -v -run '^TestChaos$$' ./zab -zab.long -zab.long.duration=$(CHAOS_DURATION)
-	JANUS_STORE_KILLS=$(CHAOS_KILLS) $(GO) test -count=1 -timeout 60m -v -run '^TestSIGKILLLoop$$' ./store
+	JANUS_STORE_KILLS=$(CHAOS_KILLS) $(GO) test -count=1 -timeout 60m -v -run '^TestSIGKILLLoop(ValueLogGC)?$$' ./store
 	$(GO) test -count=1 -timeout 60m -run '^TestLogSurvivesPowerLoss$$' ./zab -zab.power.losses=$(CHAOS_POWER_LOSSES)

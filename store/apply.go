@@ -146,7 +146,7 @@ func (s *Store) ApplyWhen(entries []core.Entry, ready func() error) ([]*core.Res
 	}
 	st := s.state.Load()
 	base := &applyBase{
-		reader:    reader{s.db.NewTransactionAt(st.applied, false)},
+		reader:    reader{txn: s.db.NewTransactionAt(st.applied, false)},
 		raw:       map[string]baseNode{},
 		dirs:      map[string][]byte{},
 		nodeCache: s.nodeCache,

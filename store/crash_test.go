@@ -40,18 +40,21 @@ func testSeed(t testing.TB) uint64 {
 // and an IV) before its first record (badger's vlogHeaderSize).
 const walHeaderSize = 20
 
-// walRecord is one record of a Badger memtable log, as Badger's logFile
-// encodes it: meta(1) userMeta(1) uvarint(klen) uvarint(vlen)
+// walRecord is one record of a Badger memtable or value log, as Badger's
+// logFile encodes it: meta(1) userMeta(1) uvarint(klen) uvarint(vlen)
 // uvarint(expiresAt) key value crc32c(4, big-endian, of all before it),
 // the key ending in its 8-byte version.
 type walRecord struct {
 	off, end int
 	key      []byte // without the version
 	version  uint64
+	meta     byte
+	value    []byte
 }
 
-// walRecords parses a memtable log up to where Badger's replay stops: a
-// zero header, a record running past the end, or a checksum mismatch.
+// walRecords parses a memtable or value log up to where Badger's replay
+// stops: a zero header, a record running past the end, or a checksum
+// mismatch.
 func walRecords(b []byte) []walRecord {
 	var out []walRecord
 	off := walHeaderSize
@@ -87,6 +90,8 @@ func walRecords(b []byte) []walRecord {
 			off: off, end: end,
 			key:     bytes.Clone(key[:len(key)-8]),
 			version: math.MaxUint64 - binary.BigEndian.Uint64(key[len(key)-8:]),
+			meta:    b[off],
+			value:   b[p+int(klen) : end-crc32.Size],
 		})
 		off = end
 	}

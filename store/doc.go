@@ -48,6 +48,69 @@
 // the same bytes. This relies on the entries replayed being those applied
 // before.
 //
+// # The value log
+//
+// Values of valueThreshold bytes or more go to Badger's value log (.vlog
+// files); the memtable log then holds a pointer (file, offset, length).
+// Badger v4.9's writeRequests (db.go) copies a write's values into the
+// value log file's memory map before it copies any of the write's records
+// into the memtable log, from its one write goroutine, so in both files
+// every write lies after the writes before it. A value log record ends in
+// a CRC of its header, key and value. On open (value.go, valueLog.open)
+// Badger reads only the newest value log file, truncates it at its first
+// record that is torn, zero or fails its CRC, and starts a new file; older
+// files are taken as they are.
+// Nothing checks that a pointer the memtable log or a table holds still
+// leads to a value: that is what the argument below is for.
+//
+// A crash of the process keeps every byte copied, so a pointer that
+// survived in the memtable log points to a value that survived: the value
+// was copied first. Cutting the value log shorter than that is not a
+// crash of the process but of the machine.
+//
+// A crash of the machine can lose any unflushed page of either file,
+// keeping a pointer and losing its value, or keeping a table (Badger
+// fsyncs tables) whose pointers lead past the value log's end. Sync
+// fsyncs every memtable and value log file before it records the durable
+// index, so every record at a version at or below it, pointer and value,
+// is on disk; truncation on open cuts only past them, since a file is
+// written front to back. Pointers that lead nowhere lie at versions above
+// the durable index, where the store goes back to on a new boot: no read
+// looks there, and replay (or SkipTo) writes every such version again,
+// with its value, before the applied index passes it. A later record of
+// the same key and version shadows the earlier one in Badger's reads and
+// compactions, so the dangling pointer is never followed. A value log file
+// lost whole, and a new file of the same number, fall under the same
+// argument: only versions above the durable index point into them.
+//
+// Value log GC (ReclaimValueLog) writes a file's live values again, at
+// their own versions, into the current value log and memtable log, then
+// deletes the file without fsyncing anything. A crash of the process in
+// between leaves the old file or the moved records, both whole. For a crash
+// of the machine the store keeps the deletion from happening before the
+// moved records are fsynced (see ReclaimValueLog). Badger deletes a file by
+// truncating it to nothing and then unlinking it, and creates one by
+// creating it and then sizing it; a crash between leaves a file of length
+// zero that Badger refuses to open, which holds no record, so Open removes
+// it first (removeEmptyLogs).
+//
+// GC also races reads: Badger reads a value only when asked, and a lookup
+// (unlike an iterator) does not hold GC's deletions off, so a value whose
+// file GC deleted after the lookup reads back empty (Badger logs it and
+// returns no error). The store looks such a key up again, which finds the
+// copy GC wrote first (reader.value).
+//
+// Badger never rewrites the value log file it appends to, so Reclaim first
+// makes it start a new one by writing fill records (see rotateValueLog).
+// They are written at the applied record's version and are not state
+// (snapshots and hashes leave them out); a crash before Reclaim drops them
+// leaves them to the next Reclaim, which drops any it finds.
+//
+// store/vlogcrash_test.go cuts and zero-fills both files at every record
+// boundary of the last groups and inside records, loses unflushed tails
+// and holes of both to a simulated power loss, loses a GC's unsynced work,
+// and kills a child process running GC beside Apply with SIGKILL.
+//
 // # What is exact at which timestamp
 //
 // Node records, the child index, leases and the event log are written at

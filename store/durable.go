@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io/fs"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -134,6 +135,18 @@ func writeDurable(dir string, d durableState) error {
 	return nil
 }
 
+// syncLogs is syncFiles on the store's directory, and tells a test that
+// set onFilesSynced.
+func (s *Store) syncLogs() error {
+	if err := syncFiles(s.db.Opts().Dir); err != nil {
+		return err
+	}
+	if s.onFilesSynced != nil {
+		s.onFilesSynced()
+	}
+	return nil
+}
+
 // syncFiles fsyncs every memtable log and value log file in dir, then dir
 // itself. Badger's own Sync covers only the active memtable's log and the
 // value log it writes to; memtables waiting to become tables have logs
@@ -214,7 +227,7 @@ func (s *Store) recoverDurable(boot string) error {
 		if err := s.db.Sync(); err != nil {
 			return fmt.Errorf("store: sync badger: %w", err)
 		}
-		if err := syncFiles(dir); err != nil {
+		if err := s.syncLogs(); err != nil {
 			return err
 		}
 		prev.index = applied
@@ -243,7 +256,7 @@ func (s *Store) recoverDurable(boot string) error {
 		if err := s.db.Sync(); err != nil {
 			return fmt.Errorf("store: sync badger: %w", err)
 		}
-		if err := syncFiles(dir); err != nil {
+		if err := s.syncLogs(); err != nil {
 			return err
 		}
 	}
@@ -262,7 +275,7 @@ func (s *Store) syncLocked(applied uint64) error {
 		return fmt.Errorf("store: sync badger: %w", err)
 	}
 	dir := s.db.Opts().Dir
-	if err := syncFiles(dir); err != nil {
+	if err := s.syncLogs(); err != nil {
 		return err
 	}
 	if applied <= s.durable.index {
@@ -329,7 +342,7 @@ func (s *Store) SkipTo(index uint64) error {
 	}
 	it.Close()
 	txn.Discard()
-	at := reader{s.db.NewTransactionAt(applied, false)}
+	at := reader{txn: s.db.NewTransactionAt(applied, false)}
 	defer at.txn.Discard()
 	wb := s.db.NewManagedWriteBatch()
 	for _, st := range strays {
@@ -364,4 +377,48 @@ func (s *Store) SkipTo(index uint64) error {
 	}
 	s.log.Warn("store skipped indexes no entry will fill", "from", applied+1, "to", index, "records_rewritten", len(strays))
 	return s.load()
+}
+
+// removeEmptyLogs removes the memtable and value log files of length zero
+// from dir before Badger opens it: Badger refuses to open such a file ("Create
+// a new file") and the store would never open again. A crash leaves one
+// where Badger deletes a log (a memtable turned into a table, a value log
+// file GC rewrote), which it truncates to nothing before it unlinks it, or
+// creates one, between creating the file and sizing it. Either way it holds
+// no record, and whatever a record pointed into it for was moved before
+// the deletion began (see "The value log" in doc.go).
+func removeEmptyLogs(dir string, log *slog.Logger) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("store: list %s: %w", dir, err)
+	}
+	removed := false
+	for _, e := range entries {
+		name := e.Name()
+		if !e.Type().IsRegular() || !strings.HasSuffix(name, ".mem") && !strings.HasSuffix(name, ".vlog") {
+			continue
+		}
+		info, err := e.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("store: stat %s: %w", name, err)
+		}
+		if info.Size() != 0 {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, name)); err != nil {
+			return fmt.Errorf("store: remove empty log %s: %w", name, err)
+		}
+		log.Warn("removed an empty Badger log file a crash left behind", "file", name)
+		removed = true
+	}
+	if removed {
+		return syncDir(dir)
+	}
+	return nil
 }

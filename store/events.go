@@ -394,7 +394,7 @@ func (s *Store) Events(from, to int64) ([]RevEvents, error) {
 	if from > to {
 		return nil, nil
 	}
-	r := reader{s.db.NewTransactionAt(st.applied, false)}
+	r := reader{txn: s.db.NewTransactionAt(st.applied, false)}
 	defer r.txn.Discard()
 	// One transaction per timestamp read; a revision reads at two.
 	txns := map[uint64]reader{}
@@ -406,7 +406,7 @@ func (s *Store) Events(from, to int64) ([]RevEvents, error) {
 	nodeAt := func(ts uint64, key []byte) (*core.Node, error) {
 		t, ok := txns[ts]
 		if !ok {
-			t = reader{s.db.NewTransactionAt(ts, false)}
+			t = reader{txn: s.db.NewTransactionAt(ts, false)}
 			txns[ts] = t
 		}
 		return t.Node(key)

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
@@ -46,9 +47,14 @@ func killRounds(t *testing.T) int {
 
 // killStoreConfig opens the child's store with memtables small enough to
 // fill, turn into tables and split big groups into several Badger
-// transactions.
-func killStoreConfig(dir string) Config {
-	return Config{Dir: dir, MemTableSize: 1 << 20, BlockCacheSize: 1 << 20}
+// transactions; with gc, value log files small enough to rotate often, so
+// that GC has files to rewrite.
+func killStoreConfig(dir string, gc bool) Config {
+	cfg := Config{Dir: dir, MemTableSize: 1 << 20, BlockCacheSize: 1 << 20}
+	if gc {
+		cfg.valueLogFileSize = 1 << 20
+	}
+	return cfg
 }
 
 // TestSIGKILLLoop runs a child process that applies a seeded stream of
@@ -61,9 +67,17 @@ func killStoreConfig(dir string) Config {
 // The applied index must also be at least the last one the child reported
 // done. -store.kills (or JANUS_STORE_KILLS) sets the rounds; -store.seed the
 // seed.
-func TestSIGKILLLoop(t *testing.T) {
+func TestSIGKILLLoop(t *testing.T) { killLoop(t, "TestSIGKILLLoop", false) }
+
+// TestSIGKILLLoopValueLogGC is TestSIGKILLLoop with half the values big
+// enough for the value log and value log GC running beside Apply all the
+// time (ReclaimValueLog, and now and then Reclaim), so that kills land
+// inside GC's rewrites and deletions too.
+func TestSIGKILLLoopValueLogGC(t *testing.T) { killLoop(t, "TestSIGKILLLoopValueLogGC", true) }
+
+func killLoop(t *testing.T, name string, gc bool) {
 	if v := os.Getenv(killChildEnv); v != "" {
-		runKillChild(v)
+		runKillChild(v, gc)
 		return
 	}
 	if testing.Short() {
@@ -71,12 +85,15 @@ func TestSIGKILLLoop(t *testing.T) {
 	}
 	seed := testSeed(t)
 	ref := newReference(seed)
+	if gc {
+		ref.inflate = inflateThreshold()
+	}
 	rounds := killRounds(t)
-	ahead := 0
+	ahead, rewrites := 0, 0
 	rng := rand.New(rand.NewPCG(seed, 17))
 	dir := scratchDir(t)
 	for round := range rounds {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestSIGKILLLoop$", "-test.count=1")
+		cmd := exec.Command(os.Args[0], "-test.run=^"+name+"$", "-test.count=1")
 		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d", killChildEnv, dir, seed))
 		cmd.Stderr = os.Stderr
 		out, err := cmd.StdoutPipe()
@@ -89,10 +106,18 @@ func TestSIGKILLLoop(t *testing.T) {
 		// Kill after a random number of groups, so that the kill lands
 		// anywhere in a group's write, a Sync or a memtable flush.
 		groups := 3 + rng.IntN(40)
+		if gc && rng.IntN(2) == 0 {
+			groups = 3 + rng.IntN(300) // long enough for GC to delete files
+		}
 		var done uint64
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
 			line := sc.Text()
+			if n, ok := strings.CutPrefix(line, "gc "); ok {
+				k, _ := strconv.Atoi(n)
+				rewrites += k
+				continue
+			}
 			idx, ok := strings.CutPrefix(line, "applied ")
 			if !ok {
 				continue
@@ -114,7 +139,7 @@ func TestSIGKILLLoop(t *testing.T) {
 		if groups != 0 {
 			t.Fatalf("round %d: the child stopped before it was killed", round)
 		}
-		s, err := Open(killStoreConfig(dir))
+		s, err := Open(killStoreConfig(dir, gc))
 		if err != nil {
 			t.Fatalf("round %d: reopen after SIGKILL: %v", round, err)
 		}
@@ -132,10 +157,18 @@ func TestSIGKILLLoop(t *testing.T) {
 		t.Logf("round %d: killed after %d, recovered at %d", round, done, got)
 	}
 	t.Logf("%d SIGKILL rounds, %d of them recovered past the last group the child reported", rounds, ahead)
+	if gc {
+		t.Logf("value log GC deleted %d files the children saw (before the kills)", rewrites)
+		if rewrites == 0 && rounds >= 10 {
+			t.Fatalf("value log GC never deleted a file in %d rounds: the kills never met it", rounds)
+		}
+	}
 }
 
-// runKillChild applies entries to the store in dir until it is killed.
-func runKillChild(arg string) {
+// runKillChild applies entries to the store in dir until it is killed;
+// with gc, with values inflated for the value log and value log GC running
+// beside it.
+func runKillChild(arg string, gc bool) {
 	fail := func(err error) {
 		fmt.Fprintln(os.Stderr, "kill child:", err)
 		os.Exit(2)
@@ -145,7 +178,7 @@ func runKillChild(arg string) {
 	if err != nil {
 		fail(err)
 	}
-	s, err := Open(killStoreConfig(dir))
+	s, err := Open(killStoreConfig(dir, gc))
 	if err != nil {
 		fail(err)
 	}
@@ -153,12 +186,51 @@ func runKillChild(arg string) {
 	applied := s.AppliedIndex()
 	gen.Entries(int(applied))
 	rng := rand.New(rand.NewPCG(seed, applied))
+	inflate := 0
+	if gc {
+		inflate = inflateThreshold()
+		go func() {
+			// Reclaim flattens the tables first, which is where the
+			// discard counts GC picks files by come from. The child
+			// reports the value log files that GC deleted.
+			seen := map[string]bool{}
+			for i := 0; ; i++ {
+				_, err := s.ReclaimValueLog()
+				if i%8 == 7 {
+					err = s.Reclaim()
+				}
+				if err != nil {
+					fail(err)
+				}
+				files, _ := filepath.Glob(filepath.Join(dir, "*.vlog"))
+				now := map[string]bool{}
+				for _, f := range files {
+					now[f] = true
+				}
+				gone := 0
+				for f := range seen {
+					if !now[f] {
+						gone++
+					}
+				}
+				seen = now
+				if gone > 0 {
+					fmt.Printf("gc %d\n", gone)
+				}
+			}
+		}()
+	}
 	for n := 0; ; n++ {
 		size := 1 + rng.IntN(64)
-		if rng.IntN(20) == 0 {
+		if gc {
+			size = 1 + rng.IntN(16)
+		} else if rng.IntN(20) == 0 {
 			size = 1500 + rng.IntN(1500) // more than one Badger transaction
 		}
 		entries := gen.Entries(size)
+		for i := range entries {
+			inflateEntry(&entries[i], inflate)
+		}
 		if _, _, err := s.Apply(entries); err != nil {
 			fail(err)
 		}
@@ -171,14 +243,48 @@ func runKillChild(arg string) {
 	}
 }
 
+// inflateThreshold is the value threshold of the GC child's store.
+func inflateThreshold() int {
+	cfg := killStoreConfig("", true)
+	return int(valueThreshold(cfg.MemTableSize))
+}
+
+// inflateEntry makes about half the values an entry writes big enough for
+// a value log of the given threshold (none if it is 0), deterministically,
+// so that the child and the reference write the same.
+func inflateEntry(e *core.Entry, threshold int) {
+	if threshold == 0 || e.Op.Txn == nil {
+		return
+	}
+	var txn func(*core.Txn)
+	txn = func(t *core.Txn) {
+		for _, ops := range [][]core.TxnOp{t.Success, t.Failure} {
+			for i := range ops {
+				op := &ops[i]
+				switch op.Kind {
+				case core.OpPut, core.OpCreate, core.OpSetData:
+					if v := op.Value; len(v) > 0 && v[0] < 'n' {
+						op.Value = append(bytes.Repeat(v[:1], threshold+100*len(v)), v...)
+					}
+				case core.OpTxn:
+					txn(op.Txn)
+				}
+			}
+		}
+	}
+	txn(e.Op.Txn)
+}
+
 // reference is a MemState fed the seeded entries, with what the checks
 // need from the batches: the event log and every path that had a Dir.
 type reference struct {
-	gen    *coretest.Generator
-	mem    *core.MemState
-	events map[int64][]core.Event
-	dirs   [][]byte
-	seen   map[string]bool
+	// inflate is the threshold inflateEntry makes values big for (0: none).
+	inflate int
+	gen     *coretest.Generator
+	mem     *core.MemState
+	events  map[int64][]core.Event
+	dirs    [][]byte
+	seen    map[string]bool
 }
 
 func newReference(seed uint64) *reference {
@@ -190,6 +296,7 @@ func (r *reference) advance(t *testing.T, index uint64) {
 	t.Helper()
 	for r.mem.AppliedIndex() < index {
 		e := r.gen.Next()
+		inflateEntry(&e, r.inflate)
 		_, b, err := r.mem.ApplyEntry(&e)
 		if err != nil {
 			t.Fatalf("MemState apply %d: %v", e.Index, err)
@@ -286,6 +393,13 @@ func (r *reference) check(t *testing.T, s *Store, what string) {
 			if g.Type != w.Type || g.Implicit != w.Implicit || !sameNode(g.Node, w.Node) || !sameNode(g.Prev, w.Prev) {
 				t.Fatalf("%s: revision %d event %d: got %+v, want %+v", what, re.Rev, j, g, w)
 			}
+		}
+	}
+	// Revisions below the floor are never read again: forgetting them
+	// keeps a long run's big values out of memory.
+	for rev := range events {
+		if rev < floor {
+			delete(events, rev)
 		}
 	}
 }

@@ -63,7 +63,7 @@ func FuzzApplyLimits(f *testing.F) {
 		}
 		if b := batches[0]; b.Changed {
 			// Apply's bound of the event record holds.
-			r := reader{s.db.NewTransactionAt(b.Index, false)}
+			r := reader{txn: s.db.NewTransactionAt(b.Index, false)}
 			rec, err := r.get(eventKey(b.Rev))
 			r.txn.Discard()
 			if err != nil || len(rec) > b.EventBytes {

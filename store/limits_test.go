@@ -162,7 +162,7 @@ func TestEventBytesBoundsTheRecord(t *testing.T) {
 			t.Fatalf("entry %d: %v %v", i, err, res[0].Err)
 		}
 		b := batches[0]
-		r := reader{s.db.NewTransactionAt(b.Index, false)}
+		r := reader{txn: s.db.NewTransactionAt(b.Index, false)}
 		rec, err := r.get(eventKey(b.Rev))
 		r.txn.Discard()
 		if err != nil || len(rec) > b.EventBytes {

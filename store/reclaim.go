@@ -1,8 +1,13 @@
 package store
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -27,16 +32,56 @@ const gcDiscardRatio = 0.5
 // state hashes leave it out (inSnapshot).
 const metaReclaim = "reclaim"
 
+// metaFill prefixes the records rotateValueLog writes to fill the value
+// log file Badger appends to; like the reclaim record they exist only
+// while Reclaim runs, and snapshots and state hashes leave them out.
+const metaFill = "fill"
+
+// defragDiscardRatio is the share of garbage from which Reclaim (etcd's
+// defrag, which rewrites etcd's whole database) has GC rewrite a value log
+// file: any file that holds garbage gives it back.
+const defragDiscardRatio = 0.01
+
 // ReclaimValueLog rewrites value log files that are mostly garbage until
 // none is left, and returns how many it rewrote. It runs beside Apply and
 // reads.
-func (s *Store) ReclaimValueLog() (int, error) {
+//
+// Badger moves a file's live values to the value log file it is writing,
+// with their memtable log records, and then deletes the file; it fsyncs
+// neither first (the store writes without SyncWrites). A crash of the
+// machine could then keep the deletion and lose the moved values, whose
+// versions lie at or below the durable index. So the rewrites run while an
+// iterator is open, which makes Badger put off every deletion until the
+// last iterator closes, and the iterator is closed only once the memtable
+// and value logs are fsynced.
+func (s *Store) ReclaimValueLog() (int, error) { return s.reclaimValueLog(gcDiscardRatio) }
+
+func (s *Store) reclaimValueLog(ratio float64) (int, error) {
+	if s.closed.Load() {
+		return 0, ErrClosed
+	}
+	txn := s.db.NewTransactionAt(math.MaxUint64, false)
+	pin := txn.NewIterator(badger.IteratorOptions{})
+	n, err := s.rewriteValueLogs(ratio)
+	if n > 0 {
+		if serr := s.syncLogs(); err == nil {
+			err = serr
+		}
+	}
+	pin.Close() // Badger deletes the rewritten files now, or when the last reader is done
+	txn.Discard()
+	return n, err
+}
+
+// rewriteValueLogs runs Badger's value log GC until it finds no file with
+// ratio garbage to rewrite.
+func (s *Store) rewriteValueLogs(ratio float64) (int, error) {
 	n := 0
 	for {
 		if s.closed.Load() {
 			return n, ErrClosed
 		}
-		err := s.db.RunValueLogGC(gcDiscardRatio)
+		err := s.db.RunValueLogGC(ratio)
 		switch {
 		case err == nil:
 			n++
@@ -53,9 +98,10 @@ func (s *Store) ReclaimValueLog() (int, error) {
 // far as open readers allow: it makes the state durable (the discard
 // timestamp never passes the durable index), flushes the memtables into
 // tables (the deletes they hold would otherwise shadow nothing on disk),
-// compacts every table into one level (dropping what the discard timestamp
-// allows) and then rewrites the value log files that became garbage.
-// Applying waits while the memtables are flushed; reads go on.
+// has Badger start a new value log file (rotateValueLog), compacts every
+// table into one level (dropping what the discard timestamp allows) and
+// then rewrites every value log file that holds garbage. Applying waits
+// while the memtables are flushed; reads go on.
 func (s *Store) Reclaim() error {
 	if _, err := s.Sync(); err != nil {
 		return err
@@ -66,7 +112,7 @@ func (s *Store) Reclaim() error {
 	if err := s.db.Flatten(2); err != nil {
 		return fmt.Errorf("store: flatten: %w", err)
 	}
-	_, err := s.ReclaimValueLog()
+	_, err := s.reclaimValueLog(defragDiscardRatio)
 	// The next size asked for is measured, not the one from before.
 	s.sizeMu.Lock()
 	s.sizeAt = time.Time{}
@@ -75,7 +121,7 @@ func (s *Store) Reclaim() error {
 }
 
 // flushMemtables writes the reclaim record and drops it, which makes Badger
-// flush every memtable. It holds applyMu: Badger refuses writes while it
+// flush every memtable, rotating the value log in between. It holds applyMu: Badger refuses writes while it
 // drops a prefix, and a refused write would stop the member.
 func (s *Store) flushMemtables() error {
 	s.applyMu.Lock()
@@ -86,19 +132,92 @@ func (s *Store) flushMemtables() error {
 	if s.appliedTs == 0 {
 		return nil // nothing was ever written
 	}
-	key := metaKey(metaReclaim)
-	// At the applied record's own version: no new version appears, so the
-	// store's ceiling (Badger's newest version) stays where it is.
+	if err := s.writeMeta(metaKey(metaReclaim), nil); err != nil {
+		return err
+	}
+	if err := s.rotateValueLog(); err != nil {
+		return err
+	}
+	if err := s.db.DropPrefix(metaKey(metaReclaim)); err != nil {
+		return fmt.Errorf("store: flush memtables: %w", err)
+	}
+	// The fill records are in tables now: dropping them there counts
+	// their values as garbage of the file they fill, which GC then
+	// rewrites (dropped from a memtable they would count as nothing).
+	// Any that a crash left behind go too.
+	if err := s.db.DropPrefix(metaKey(metaFill)); err != nil {
+		return fmt.Errorf("store: drop fill records: %w", err)
+	}
+	return nil
+}
+
+// writeMeta writes one of Reclaim's records, at the applied record's own
+// version: no new version appears, so the store's ceiling (Badger's newest
+// version) stays where it is.
+func (s *Store) writeMeta(key, v []byte) error {
 	wb := s.db.NewManagedWriteBatch()
-	if err := wb.SetEntryAt(badger.NewEntry(key, nil), s.appliedTs); err != nil {
+	if err := wb.SetEntryAt(badger.NewEntry(key, v), s.appliedTs); err != nil {
 		wb.Cancel()
 		return fmt.Errorf("store: write reclaim record: %w", err)
 	}
 	if err := wb.Flush(); err != nil {
 		return fmt.Errorf("store: write reclaim record: %w", err)
 	}
-	if err := s.db.DropPrefix(key); err != nil {
-		return fmt.Errorf("store: flush memtables: %w", err)
-	}
 	return nil
+}
+
+// valueLogMaxEntries is how many values Badger writes to a value log file
+// before it starts the next one (when the file does not reach
+// valueLogFileSize first): 256 values of at least maxValueThreshold make
+// files of 16 MiB or more. It bounds what rotateValueLog writes.
+const valueLogMaxEntries = 256
+
+// rotateValueLog makes Badger start a new value log file, so that value
+// log GC can rewrite the one it was appending to, which it never picks:
+// without this, up to a file of garbage (64 MiB) would stay after Reclaim
+// until the file filled or the store was reopened. Badger starts a new file
+// after valueLogMaxEntries values, so fill records (metaFill), each with a
+// value just big enough for the value log, are written until one appears
+// (at most valueLogMaxEntries of them, 16 MiB); flushMemtables drops them.
+// The caller holds applyMu.
+func (s *Store) rotateValueLog() error {
+	dir := s.db.Opts().Dir
+	last, used, err := lastValueLog(dir)
+	if err != nil || used <= vlogNothingWritten {
+		return err // nothing to give back in the file
+	}
+	filler := make([]byte, valueThreshold(s.db.Opts().MemTableSize))
+	for i := range valueLogMaxEntries + 1 {
+		if err := s.writeMeta(binary.BigEndian.AppendUint32(metaKey(metaFill), uint32(i)), filler); err != nil {
+			return err
+		}
+		now, _, err := lastValueLog(dir)
+		if err != nil {
+			return err
+		}
+		if now != last {
+			return nil
+		}
+	}
+	return fmt.Errorf("store: Badger did not start a new value log file after %d values", valueLogMaxEntries+1)
+}
+
+// vlogNothingWritten is the disk space of a value log file that holds no
+// value: its header, in the first block.
+const vlogNothingWritten = 4096
+
+// lastValueLog names the newest value log file in dir, which Badger
+// appends to, and the disk space it takes.
+func lastValueLog(dir string) (string, int64, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.vlog"))
+	if err != nil || len(files) == 0 {
+		return "", 0, err
+	}
+	slices.Sort(files) // fixed-width file ids
+	last := files[len(files)-1]
+	info, err := os.Stat(last)
+	if err != nil {
+		return "", 0, fmt.Errorf("store: value log: %w", err)
+	}
+	return last, diskUsage(info), nil
 }

@@ -11,6 +11,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strings"
 
 	badger "github.com/dgraph-io/badger/v4"
 
@@ -197,7 +198,7 @@ func inSnapshot(key []byte) bool {
 		return false
 	case prefixMeta:
 		name := string(key[1:])
-		return name != metaApplied && name != metaRestored && name != metaReclaim
+		return name != metaApplied && name != metaRestored && name != metaReclaim && !strings.HasPrefix(name, metaFill)
 	}
 	return true
 }
@@ -360,7 +361,7 @@ func (s *Store) restore(r io.Reader) (uint64, error) {
 	}
 	// The restored revision is readable from here on, at the snapshot's
 	// index; the applied index goes last, as in Apply.
-	at := reader{s.db.NewTransactionAt(applied, false)}
+	at := reader{txn: s.db.NewTransactionAt(applied, false)}
 	meta, err := at.Meta()
 	at.txn.Discard()
 	if err != nil {

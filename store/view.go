@@ -50,22 +50,64 @@ func (v *View) Close() {
 // reader answers core.View reads from one Badger transaction.
 type reader struct {
 	txn *badger.Txn
+	// afterLookup, if set, runs between looking a key up and reading its
+	// value. Only tests set it.
+	afterLookup func()
+}
+
+// valueRereads bounds how often value looks a key up again.
+const valueRereads = 8
+
+// value calls fn with the value at key and says whether there is one.
+//
+// Badger reads a value kept in the value log only when asked (item.Value),
+// and when value log GC deleted the file in between, it logs the failure
+// and hands over an empty value (iterator.go, yieldItemValue): open
+// iterators put GC's deletions off, single lookups do not. GC wrote the
+// value again, at its version, before it deleted the file, so looking the
+// key up again finds it: an empty value where the record points into the
+// value log is looked up again.
+func (r reader) value(key []byte, fn func(v []byte) error) (bool, error) {
+	for range valueRereads {
+		item, err := r.txn.Get(key)
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("store: read %q: %w", key, err)
+		}
+		if r.afterLookup != nil {
+			r.afterLookup()
+		}
+		lost := false
+		err = item.Value(func(v []byte) error {
+			if len(v) == 0 && item.ValueSize() > 0 {
+				lost = true
+				return nil
+			}
+			return fn(v)
+		})
+		if err != nil {
+			return true, err
+		}
+		if !lost {
+			return true, nil
+		}
+	}
+	return true, fmt.Errorf("store: read %q: its value is missing from the value log %d times", key, valueRereads)
 }
 
 // get returns a copy of the value at key, or nil when there is none.
 func (r reader) get(key []byte) ([]byte, error) {
-	item, err := r.txn.Get(key)
-	if errors.Is(err, badger.ErrKeyNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("store: read %q: %w", key, err)
-	}
-	v, err := item.ValueCopy(nil)
+	var out []byte
+	_, err := r.value(key, func(v []byte) error {
+		out = bytes.Clone(v) // nil for an empty value, as before
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("store: read value of %q: %w", key, err)
 	}
-	return v, nil
+	return out, nil
 }
 
 func (r reader) Meta() (core.Meta, error) {
@@ -81,15 +123,8 @@ func (r reader) Meta() (core.Meta, error) {
 // a copy of the whole record first (as get makes) would copy the value
 // twice, which for a 1 MiB value cost more CPU than the rest of the read.
 func (r reader) Node(key []byte) (*core.Node, error) {
-	item, err := r.txn.Get(nodeKey(key))
-	if errors.Is(err, badger.ErrKeyNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("store: read %q: %w", key, err)
-	}
 	var n *core.Node
-	err = item.Value(func(v []byte) error {
+	_, err := r.value(nodeKey(key), func(v []byte) (err error) {
 		n, err = core.DecodeNode(bytes.Clone(key), v)
 		return err
 	})
