@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,6 +20,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/januskv/janus/internal/testenv"
 )
 
 // startInProcess runs the server on free loopback ports until the test
@@ -270,10 +273,5 @@ func TestAcknowledgedWritesSurviveSIGKILLOfTheBinary(t *testing.T) {
 }
 
 func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(testenv.FreePorts(t, 1)[0]))
 }

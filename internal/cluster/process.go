@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/januskv/janus/internal/testenv"
 )
 
 // Build compiles the janus binary (the module root's main package) into
@@ -337,27 +338,9 @@ func (c *Cluster) ZKServers() []string {
 	return out
 }
 
-// freePorts returns n distinct loopback ports that were free a moment ago;
-// holding every listener open until all are chosen keeps them distinct.
-func freePorts(t testing.TB, n int) []int {
-	t.Helper()
-	ls := make([]net.Listener, 0, n)
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	out := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("cluster: reserve a loopback port: %v", err)
-		}
-		ls = append(ls, l)
-		out = append(out, l.Addr().(*net.TCPAddr).Port)
-	}
-	return out
-}
+// freePorts returns n distinct loopback ports that were free a moment ago
+// (see testenv.FreePorts).
+func freePorts(t testing.TB, n int) []int { return testenv.FreePorts(t, n) }
 
 // errorLines returns the ERROR records of a node's log, written by slog's
 // JSON handler (the default) or its text one.

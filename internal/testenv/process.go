@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -14,12 +16,21 @@ import (
 	"time"
 )
 
-// freePorts returns n distinct loopback TCP ports that were free a moment
-// ago. Holding all n listeners open together keeps the kernel from handing
-// out the same port twice; another process may still take one before the
-// caller binds it, which is why the starters retry on a bind failure.
-func freePorts(t testing.TB, n int) []int {
+// freePorts is FreePorts for this package's starters.
+func freePorts(t testing.TB, n int) []int { return FreePorts(t, n) }
+
+// FreePorts returns n distinct loopback TCP ports that were free a moment
+// ago, for servers whose configuration must name their ports before they
+// start (an ensemble's peer list, a zoo.cfg). They are drawn at random
+// from below the kernel's ephemeral range: a port the kernel picked for
+// ":0" could be given next to another test's listener or, worse, to the
+// source end of an outgoing connection (a member dialling its peers)
+// before the server binds it. Holding all n listeners until all are
+// chosen keeps them distinct; another test drawing the same port in
+// between is why starters still retry on a bind failure.
+func FreePorts(t testing.TB, n int) []int {
 	t.Helper()
+	lo, hi := 10000, ephemeralLow()
 	listeners := make([]net.Listener, 0, n)
 	defer func() {
 		for _, l := range listeners {
@@ -27,15 +38,37 @@ func freePorts(t testing.TB, n int) []int {
 		}
 	}()
 	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(ports) < n; tries++ {
+		if tries > 1000 {
+			t.Fatalf("testenv: no free loopback port in [%d, %d)", lo, hi)
+		}
+		port := lo + rand.IntN(hi-lo)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {
-			t.Fatalf("testenv: reserve a loopback port: %v", err)
+			continue
 		}
 		listeners = append(listeners, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		ports = append(ports, port)
 	}
 	return ports
+}
+
+// ephemeralLow is the lowest port the kernel hands out on its own
+// (net.ipv4.ip_local_port_range), 32768 where it cannot be read.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 32768
+	}
+	low, err := strconv.Atoi(f[0])
+	if err != nil || low <= 11000 {
+		return 32768
+	}
+	return low
 }
 
 // process is a child process started by a helper, with its combined output
