@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/januskv/janus/internal/testenv"
@@ -274,4 +276,25 @@ func TestAcknowledgedWritesSurviveSIGKILLOfTheBinary(t *testing.T) {
 
 func freeAddr(t *testing.T) string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(testenv.FreePorts(t, 1)[0]))
+}
+
+// putOnceElected puts key=value through cli, sending it again while the
+// ensemble answers "no leader" (refused before anything is proposed, so
+// safe to resend), and fails the test on any other error or when ctx
+// ends first.
+func putOnceElected(t *testing.T, ctx context.Context, cli *clientv3.Client, key, value, what string) *clientv3.PutResponse {
+	t.Helper()
+	for {
+		put, err := cli.Put(ctx, key, value)
+		if err == nil {
+			return put
+		}
+		if !errors.Is(err, rpctypes.ErrNoLeader) || ctx.Err() != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/januskv/janus/internal/janustest"
@@ -380,18 +378,11 @@ func TestSnapshotRestoreCluster(t *testing.T) {
 		m := startInProcess(t, dir, "--id", fmt.Sprint(id), "--peers", strings.Join(peers, ","))
 		clients = append(clients, janustest.EtcdClient(t, m.Etcd))
 	}
-	// The first write waits for an election: "no leader" is refused
-	// before anything is proposed, so it is safe to send again.
+	// The first write waits for an election.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	rev, _, _ := etcdState(t, src)
-	put, err := clients[0].Put(ctx, "after", "restore")
-	for errors.Is(err, rpctypes.ErrNoLeader) && ctx.Err() == nil {
-		put, err = clients[0].Put(ctx, "after", "restore")
-	}
-	if err != nil {
-		t.Fatalf("first write to the restored ensemble: %v", err)
-	}
+	put := putOnceElected(t, ctx, clients[0], "after", "restore", "first write to the restored ensemble")
 	if put.Header.Revision != rev+1 {
 		t.Errorf("first write at revision %d, want %d", put.Header.Revision, rev+1)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,7 +24,6 @@ import (
 	"github.com/januskv/janus/internal/testcert"
 	"github.com/januskv/janus/internal/testenv"
 	"github.com/januskv/janus/zab"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -275,21 +273,7 @@ func TestPeerCertificateBindsMemberID(t *testing.T) {
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	// Until members 1 and 2 have elected a leader a write fails with "no
-	// leader"; any other error, or none ever succeeding, is a failure.
-	for {
-		_, err := cli.Put(ctx, "/peer-tls", "quorum of two")
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, rpctypes.ErrNoLeader) || ctx.Err() != nil {
-			t.Fatalf("members 1 and 2 over peer TLS: %v", err)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	putOnceElected(t, ctx, cli, "/peer-tls", "quorum of two", "members 1 and 2 over peer TLS")
 	if st := nodes[2].member.Status(); st.LeaderID != 0 {
 		t.Errorf("the impostor follows leader %d", st.LeaderID)
 	}

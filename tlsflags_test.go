@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -251,21 +249,7 @@ func TestPeerAutoTLS(t *testing.T) {
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	// Until the two have elected a leader a write fails with "no leader";
-	// any other error, or none ever succeeding, is a failure.
-	for {
-		_, err := cli.Put(ctx, "/peer-auto-tls", "replicated")
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, rpctypes.ErrNoLeader) || ctx.Err() != nil {
-			t.Fatalf("two members over --peer-auto-tls: %v", err)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	putOnceElected(t, ctx, cli, "/peer-auto-tls", "replicated", "two members over --peer-auto-tls")
 	// Both members took part: a quorum of two needs both.
 	for i, n := range nodes {
 		if st := n.member.Status(); st.LeaderID == 0 {
