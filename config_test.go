@@ -32,16 +32,7 @@ func TestEnsembleFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := parseFlags(tt.args, io.Discard)
-			if tt.wantErr == "" {
-				if err != nil {
-					t.Fatalf("unexpected error: %v", err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("got %v (config %+v), want an error mentioning %q", err, cfg, tt.wantErr)
-			}
+			parseExpect(t, tt.args, tt.wantErr)
 		})
 	}
 }
@@ -61,15 +52,9 @@ func TestCorruptCheckFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
-			cfg, err := parseFlags(tt.args, io.Discard)
+			cfg := parseExpect(t, tt.args, tt.wantErr)
 			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("got %v, want an error mentioning %q", err, tt.wantErr)
-				}
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if cfg.CorruptCheckTime != tt.interval || cfg.InitialCorruptCheck != tt.initial {
 				t.Fatalf("interval %v initial %v, want %v %v", cfg.CorruptCheckTime, cfg.InitialCorruptCheck, tt.interval, tt.initial)
@@ -124,16 +109,7 @@ func TestTLSFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := parseFlags(tt.args, io.Discard)
-			if tt.wantErr == "" {
-				if err != nil {
-					t.Fatalf("unexpected error: %v", err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("got %v, want an error mentioning %q", err, tt.wantErr)
-			}
+			parseExpect(t, tt.args, tt.wantErr)
 		})
 	}
 }
@@ -160,15 +136,9 @@ func TestSpaceReserveFlag(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
-			cfg, err := parseFlags(tt.args, io.Discard)
+			cfg := parseExpect(t, tt.args, tt.wantErr)
 			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("got %v, want an error mentioning %q", err, tt.wantErr)
-				}
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if cfg.SpaceReserve != tt.want {
 				t.Fatalf("reserve %d, want %d", cfg.SpaceReserve, tt.want)
@@ -213,15 +183,9 @@ func TestSpaceFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
-			cfg, err := parseFlags(tt.args, io.Discard)
+			cfg := parseExpect(t, tt.args, tt.wantErr)
 			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("got %v, want an error mentioning %q", err, tt.wantErr)
-				}
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if cfg.QuotaBackendBytes != tt.quota || cfg.AutoCompaction != tt.compact {
 				t.Fatalf("quota %d, compaction %+v; want %d, %+v", cfg.QuotaBackendBytes, cfg.AutoCompaction, tt.quota, tt.compact)
@@ -248,16 +212,25 @@ func TestAuthFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
-			_, err := parseFlags(tt.args, io.Discard)
-			if tt.wantErr == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("got %v, want an error mentioning %q", err, tt.wantErr)
-			}
+			parseExpect(t, tt.args, tt.wantErr)
 		})
 	}
+}
+
+// parseExpect parses args as the command line and checks the outcome: no
+// error when wantErr is empty (the parsed Config is returned), else an
+// error mentioning wantErr.
+func parseExpect(t *testing.T, args []string, wantErr string) Config {
+	t.Helper()
+	cfg, err := parseFlags(args, io.Discard)
+	if wantErr == "" {
+		if err != nil {
+			t.Fatalf("unexpected error: %v", err)
+		}
+		return cfg
+	}
+	if err == nil || !strings.Contains(err.Error(), wantErr) {
+		t.Fatalf("got %v (config %+v), want an error mentioning %q", err, cfg, wantErr)
+	}
+	return cfg
 }
