@@ -542,7 +542,9 @@ func (c *Core) Status() CoreStatus {
 
 // ---- outputs ----
 
-func (c *Core) send(to uint64, m Message) { c.rd.Messages = append(c.rd.Messages, Outbound{To: to, Msg: m}) }
+func (c *Core) send(to uint64, m Message) {
+	c.rd.Messages = append(c.rd.Messages, Outbound{To: to, Msg: m})
+}
 
 func (c *Core) refuse(reqID uint64, err error) {
 	c.rd.Refused = append(c.rd.Refused, Refusal{ReqID: reqID, Err: err})
