@@ -42,6 +42,11 @@ type peerState struct {
 	acked    uint64   // durable on the follower, under seq
 	hbSeq    uint64   // highest heartbeat round it answered
 	heard    uint64
+	// epochAcked says the peer acknowledged the new epoch (ACKEPOCH) with
+	// a history no better than the leader's, ending at (ackZxid, ackIndex);
+	// its SYNC waits for the epoch quorum.
+	epochAcked        bool
+	ackZxid, ackIndex uint64
 }
 
 // pendingRead is a ReadIndex waiting for its heartbeat round: a local one
@@ -159,7 +164,18 @@ func (c *Core) leaderHandle(from uint64, msg *Message, now int64) {
 				}
 				ls.ackedEpoch[from] = true
 			}
-			c.startSync(from, ps, msg.Zxid, msg.Index)
+			// No SYNC before a quorum has acknowledged the epoch with no
+			// better history than this leader's (ZooKeeper's
+			// waitForEpochAck before NEWLEADER): a follower that installed
+			// one would persist the new currentEpoch, and if this leader
+			// then gave up for a follower with a later history, that
+			// epoch would win the next election for a history missing
+			// committed entries, and truncate them elsewhere.
+			ps.epochAcked, ps.ackZxid, ps.ackIndex = true, msg.Zxid, msg.Index
+			if ls.currentSaved {
+				c.startSync(from, ps, msg.Zxid, msg.Index)
+				return
+			}
 			c.checkEpochQuorum()
 		case ps.phase >= pSynced && ps.syncMsg != nil:
 			c.send(from, *ps.syncMsg)
@@ -265,6 +281,11 @@ func (c *Core) checkEpochQuorum() {
 	c.persistEpochs(Epochs{Accepted: c.ep.Accepted, Current: ls.epoch})
 	ls.currentSaved = true
 	ls.phase = lSync
+	for _, id := range c.sortedPeers() {
+		if ps := ls.peers[id]; ps.phase == pInfo && ps.epochAcked {
+			c.startSync(id, ps, ps.ackZxid, ps.ackIndex)
+		}
+	}
 	c.checkNewLeaderQuorum()
 }
 
