@@ -1,0 +1,117 @@
+package zabsim
+
+import (
+	"math/rand/v2"
+	"slices"
+)
+
+// source hands the scheduler the trace's external events one at a time:
+// drawn from the seed as the run goes (generate), or read back from a
+// trace (replay). Both schedule each event the moment the previous one
+// fires, so a generated run and its replay are the same run.
+type source interface {
+	// next returns the event to schedule after one fired at now.
+	next(now int64) (Event, bool)
+}
+
+type replaySource struct{ events []Event }
+
+func (r *replaySource) next(int64) (Event, bool) {
+	if len(r.events) == 0 {
+		return Event{}, false
+	}
+	e := r.events[0]
+	r.events = r.events[1:]
+	return e, true
+}
+
+// Mean gap between generated events and the lengths of fault windows, in
+// virtual milliseconds (a member ticks about every 100).
+const (
+	meanGap      = 60
+	maxDowntime  = 3000
+	maxPartition = 4000
+	maxLossy     = 3000
+)
+
+// generator draws a mix of faults and proposals. Faults that last (a
+// crash, a partition, a lossy network) schedule their own end, so the
+// ensemble is not left broken for good; the liveness phase at the end of
+// a run ends whatever is left.
+type generator struct {
+	rng     *rand.Rand
+	members []uint64
+	voters  []uint64
+	// pending are the events already decided, earliest first: follow-ups
+	// (the ends of faults) and one freshly drawn event.
+	pending []Event
+}
+
+func newGenerator(rng *rand.Rand, voters, members []uint64) *generator {
+	return &generator{rng: rng, voters: voters, members: members}
+}
+
+func (g *generator) next(now int64) (Event, bool) {
+	if !slices.ContainsFunc(g.pending, func(p Event) bool { return !p.Kind.followUp() }) {
+		g.add(g.draw(now))
+	}
+	e := g.pending[0]
+	g.pending = g.pending[1:]
+	return e, true
+}
+
+// add keeps pending in time order (stable for equal times).
+func (g *generator) add(e Event) {
+	i := len(g.pending)
+	for i > 0 && g.pending[i-1].At > e.At {
+		i--
+	}
+	g.pending = slices.Insert(g.pending, i, e)
+}
+
+func (g *generator) member() uint64 { return g.members[g.rng.IntN(len(g.members))] }
+
+// group returns a non-empty proper subset of the members.
+func (g *generator) group() []uint64 {
+	for {
+		var out []uint64
+		for _, id := range g.members {
+			if g.rng.IntN(2) == 0 {
+				out = append(out, id)
+			}
+		}
+		if len(out) > 0 && len(out) < len(g.members) {
+			return out
+		}
+	}
+}
+
+func (g *generator) draw(now int64) Event {
+	at := now + 1 + int64(g.rng.ExpFloat64()*meanGap)
+	e := Event{At: at}
+	switch p := g.rng.IntN(100); {
+	case p < 55:
+		e.Kind, e.Member, e.Arg = EvPropose, g.member(), 1+g.rng.IntN(4)
+	case p < 65:
+		e.Kind, e.Member, e.Arg = EvCrash, g.member(), g.rng.IntN(101)
+		g.add(Event{At: at + 1 + g.rng.Int64N(maxDowntime), Kind: EvRestart, Member: e.Member})
+	case p < 69:
+		e.Kind, e.Group, e.Arg = EvPowerCut, g.group(), g.rng.IntN(101)
+		up := at + 1 + g.rng.Int64N(maxDowntime)
+		for _, id := range e.Group {
+			g.add(Event{At: up, Kind: EvRestart, Member: id})
+		}
+	case p < 77:
+		e.Kind, e.Group = EvPartition, g.group()
+		g.add(Event{At: at + 1 + g.rng.Int64N(maxPartition), Kind: EvHeal})
+	case p < 82:
+		e.Kind, e.Group = EvOneWay, g.group()
+		g.add(Event{At: at + 1 + g.rng.Int64N(maxPartition), Kind: EvHeal})
+	case p < 92:
+		e.Kind, e.Arg = EvLossy, 5+g.rng.IntN(30)
+		g.add(Event{At: at + 1 + g.rng.Int64N(maxLossy), Kind: EvCalm})
+	default:
+		e.Kind, e.Member, e.Arg = EvTrim, g.member(), g.rng.IntN(20)
+	}
+	return e
+}
