@@ -1,6 +1,7 @@
 package zabsim
 
 import (
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 )
@@ -45,10 +46,17 @@ type generator struct {
 	// pending are the events already decided, earliest first: follow-ups
 	// (the ends of faults) and one freshly drawn event.
 	pending []Event
+	// Each run has its own weather: the mean gap between events, and the
+	// share of them that are proposals (the rest are faults). Calm runs
+	// commit long histories; stormy ones break them often.
+	gap          float64
+	proposeShare int
 }
 
 func newGenerator(rng *rand.Rand, voters, members []uint64) *generator {
-	return &generator{rng: rng, voters: voters, members: members}
+	f := 1 << rng.IntN(4) // 1, 2, 4 or 8
+	return &generator{rng: rng, voters: voters, members: members,
+		gap: float64(meanGap * f), proposeShare: 45 + 12*bits.Len(uint(f))}
 }
 
 func (g *generator) next(now int64) (Event, bool) {
@@ -87,27 +95,30 @@ func (g *generator) group() []uint64 {
 }
 
 func (g *generator) draw(now int64) Event {
-	at := now + 1 + int64(g.rng.ExpFloat64()*meanGap)
+	at := now + 1 + int64(g.rng.ExpFloat64()*g.gap)
 	e := Event{At: at}
-	switch p := g.rng.IntN(100); {
-	case p < 55:
+	if g.rng.IntN(100) < g.proposeShare {
 		e.Kind, e.Member, e.Arg = EvPropose, g.member(), 1+g.rng.IntN(4)
-	case p < 65:
+		return e
+	}
+	// The faults, by weight out of 45.
+	switch p := g.rng.IntN(45); {
+	case p < 10:
 		e.Kind, e.Member, e.Arg = EvCrash, g.member(), g.rng.IntN(101)
 		g.add(Event{At: at + 1 + g.rng.Int64N(maxDowntime), Kind: EvRestart, Member: e.Member})
-	case p < 69:
+	case p < 14:
 		e.Kind, e.Group, e.Arg = EvPowerCut, g.group(), g.rng.IntN(101)
 		up := at + 1 + g.rng.Int64N(maxDowntime)
 		for _, id := range e.Group {
 			g.add(Event{At: up, Kind: EvRestart, Member: id})
 		}
-	case p < 77:
+	case p < 22:
 		e.Kind, e.Group = EvPartition, g.group()
 		g.add(Event{At: at + 1 + g.rng.Int64N(maxPartition), Kind: EvHeal})
-	case p < 82:
+	case p < 27:
 		e.Kind, e.Group = EvOneWay, g.group()
 		g.add(Event{At: at + 1 + g.rng.Int64N(maxPartition), Kind: EvHeal})
-	case p < 92:
+	case p < 37:
 		e.Kind, e.Arg = EvLossy, 5+g.rng.IntN(30)
 		g.add(Event{At: at + 1 + g.rng.Int64N(maxLossy), Kind: EvCalm})
 	default:

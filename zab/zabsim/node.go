@@ -9,7 +9,7 @@ import (
 
 // Simulated latencies, in virtual milliseconds.
 const (
-	maxFsync      = 15 // a group write's fdatasync
+	maxFsync      = 60 // the slowest disk's fdatasync
 	maxApplyDelay = 10 // until the applier takes its queue
 	electionTicks = 10 // the default 1 s election timeout over a 100 ms tick
 	maxDiff       = 64 // entries a DIFF may carry; more behind gets a SNAP
@@ -26,6 +26,7 @@ type node struct {
 	disk        *disk
 	tickPeriod  int64
 	clockOffset int64
+	fsyncMax    int64  // this disk's slowest fdatasync
 	reqSeq      uint64 // survives restarts, as the real member's random start does
 
 	// The incarnation.
@@ -114,9 +115,9 @@ func (n *node) start() {
 	core, err := zab.NewCore(zab.CoreConfig{
 		ID: n.id, Voters: n.s.voters, Observers: observers,
 		ElectionTicks: electionTicks, MaxDiffEntries: maxDiff, CanSnapshot: true,
-		Seed: [2]uint64{n.s.trace.Seed, n.id<<32 | uint64(n.inc)},
-		Log:  logReader{d},
-		Epochs: zab.Epochs{Accepted: d.accepted, Current: d.current},
+		Seed:      [2]uint64{n.s.trace.Seed, n.id<<32 | uint64(n.inc)},
+		Log:       logReader{d},
+		Epochs:    zab.Epochs{Accepted: d.accepted, Current: d.current},
 		LastIndex: d.lastIndex(), LastZxid: lastZxid, LastTime: lastTime,
 		Applied: applied, Unapplied: unapplied,
 	})
@@ -182,7 +183,7 @@ func (n *node) handle(it *item) {
 func (n *node) startGroup() {
 	if n.disk.startGroup() {
 		n.fsyncGen++
-		n.s.ag.push(&item{at: n.s.now + 1 + n.s.rng.Int64N(maxFsync), kind: evFsync, to: n.id, inc: n.inc, gen: n.fsyncGen})
+		n.s.ag.push(&item{at: n.s.now + 1 + n.s.rng.Int64N(n.fsyncMax), kind: evFsync, to: n.id, inc: n.inc, gen: n.fsyncGen})
 	}
 }
 
@@ -218,6 +219,12 @@ func (n *node) carry(rd *zab.Ready) (early uint64) {
 		n.install(rd.Sync)
 	}
 	// 3. Committed entries to the applier.
+	if len(rd.Committed) > 0 && !s.opts.EndToEndOnly {
+		s.stats.Checks["committed-durable"]++
+		if last := rd.Committed[len(rd.Committed)-1].Index; last > d.durableIndex() {
+			s.fail(s.chk.fail(n.id, "Ready.Committed hands index %d to the applier, the disk holds through %d", last, d.durableIndex()))
+		}
+	}
 	if len(rd.Committed) > 0 {
 		for _, e := range rd.Committed {
 			if e.Origin == n.id {
@@ -251,6 +258,9 @@ func (n *node) carry(rd *zab.Ready) (early uint64) {
 	}
 	// 6. Messages.
 	for _, o := range rd.Messages {
+		if !s.opts.EndToEndOnly {
+			s.fail(n.checkOutbound(&o.Msg))
+		}
 		s.send(n.id, o.To, o.Msg)
 	}
 	// 7. The rest.
@@ -277,6 +287,34 @@ func (n *node) carry(rd *zab.Ready) (early uint64) {
 		}
 	}
 	return early
+}
+
+// checkOutbound checks what a message about to leave says about this
+// member's disk: an acknowledgement names only durable entries, ACKEPOCH
+// and LEADERINFO only a persisted acceptedEpoch, ACKNEWLEADER only a
+// persisted currentEpoch.
+func (n *node) checkOutbound(m *zab.Message) error {
+	d, st := n.disk, n.s.stats
+	switch m.Type {
+	case zab.MsgAck, zab.MsgAckNewLeader, zab.MsgHeartbeatAck:
+		st.Checks["ack-durable"]++
+		if m.Index > d.durableIndex() {
+			return n.s.chk.fail(n.id, "%s names index %d, the disk holds through %d", m.Type, m.Index, d.durableIndex())
+		}
+	}
+	switch m.Type {
+	case zab.MsgAckEpoch, zab.MsgLeaderInfo:
+		st.Checks["epoch-persisted"]++
+		if d.accepted < m.Epoch {
+			return n.s.chk.fail(n.id, "%s for epoch %d, persisted acceptedEpoch is %d", m.Type, m.Epoch, d.accepted)
+		}
+	case zab.MsgAckNewLeader:
+		st.Checks["epoch-persisted"]++
+		if d.current < m.Epoch {
+			return n.s.chk.fail(n.id, "%s for epoch %d, persisted currentEpoch is %d", m.Type, m.Epoch, d.current)
+		}
+	}
+	return nil
 }
 
 func (n *node) persistEpochs(e zab.Epochs) {

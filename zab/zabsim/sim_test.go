@@ -187,3 +187,27 @@ func TestSimulateIsDeterministic(t *testing.T) {
 		t.Fatalf("the run did nothing: %+v", *a.Stats)
 	}
 }
+
+var sabotageSeeds = flag.Int("zabsim.sabotage.seeds", 2000, "seeds TestSabotageIsCaught may run per sabotage before it fails")
+
+// TestSabotageIsCaught breaks one rule of the driver's contract at a time
+// and requires the invariants to catch it within -zabsim.sabotage.seeds
+// seeds (from seed 1, so N is the same on every run). It logs N.
+func TestSabotageIsCaught(t *testing.T) {
+	for _, sab := range []Sabotage{SabotageEarlyDurable, SabotageLateEpochs, SabotageLazySync} {
+		t.Run(sab.String(), func(t *testing.T) {
+			o := opts(t)
+			o.Sabotage = sab
+			start := time.Now()
+			for seed := uint64(1); seed <= uint64(*sabotageSeeds); seed++ {
+				v, obs := shape(seed)
+				res := Generate(seed, v, obs, *stepsFlag, o)
+				if res.Err != nil {
+					t.Logf("caught at seed %d (N=%d) in %v: %v", seed, seed, time.Since(start).Round(time.Millisecond), res.Err)
+					return
+				}
+			}
+			t.Fatalf("sabotage %s not caught in %d seeds", sab, *sabotageSeeds)
+		})
+	}
+}
