@@ -9,7 +9,7 @@ import (
 // RoleChange is sent on RoleChanges whenever this member's role or leader
 // changes.
 type RoleChange struct {
-	Role     string // RoleLeader, RoleFollower, RoleObserver or RoleLooking
+	Role     Role
 	LeaderID uint64 // 0 while looking
 	Epoch    uint32 // the epoch of that leadership
 }

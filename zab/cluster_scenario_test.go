@@ -249,7 +249,7 @@ func TestDuplicateAndReorderedMessagesChangeNothing(t *testing.T) {
 func TestEpochsNeverGoBackAcrossRestarts(t *testing.T) {
 	c := newCluster(t, 3, 0)
 	c.startAll()
-	last := map[uint64]epochs{}
+	last := map[uint64]Epochs{}
 	for round := range 4 {
 		l := c.leader()
 		c.propose(l, fmt.Sprintf("r%d", round))

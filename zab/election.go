@@ -40,70 +40,70 @@ type election struct {
 	deadline   uint64
 }
 
-func (r *replica) selfVote() vote {
-	return vote{leader: r.id, zxid: r.lastZxid, epoch: r.ep.Current}
+func (c *Core) selfVote() vote {
+	return vote{leader: c.id, zxid: c.lastZxid, epoch: c.ep.Current}
 }
 
-func (e *election) start(r *replica) {
+func (e *election) start(c *Core) {
 	e.round++
-	e.vote = r.selfVote()
+	e.vote = c.selfVote()
 	e.recv = map[uint64]vote{}
-	if r.voter {
-		e.recv[r.id] = e.vote
+	if c.voter {
+		e.recv[c.id] = e.vote
 	}
 	e.ooe = map[uint64]Message{}
 	e.quorumAt = 0
 	e.interval = 1
-	e.nextNotify = r.now + 1
-	e.deadline = r.now + r.randomTicks()
-	e.notifyAll(r)
-	e.checkQuorum(r)
+	e.nextNotify = c.now + 1
+	e.deadline = c.now + c.randomTicks()
+	e.notifyAll(c)
+	e.checkQuorum(c)
 }
 
-func (e *election) notification(r *replica) Message {
+func (e *election) notification(c *Core) Message {
 	state := stateLooking
-	if !r.voter {
+	if !c.voter {
 		state = stateObserving
 	}
 	return Message{Type: MsgNotification, State: state, Round: e.round, Leader: e.vote.leader, Zxid: e.vote.zxid, Epoch: e.vote.epoch}
 }
 
-func (e *election) notifyAll(r *replica) {
-	msg := e.notification(r)
-	for _, id := range r.voters {
-		if id != r.id {
-			r.send(id, msg)
+func (e *election) notifyAll(c *Core) {
+	msg := e.notification(c)
+	for _, id := range c.voters {
+		if id != c.id {
+			c.send(id, msg)
 		}
 	}
 }
 
-func (e *election) tick(r *replica) {
-	if e.quorumAt != 0 && r.now >= e.quorumAt+finalizeTicks {
-		e.decide(r)
+func (e *election) tick(c *Core) {
+	if e.quorumAt != 0 && c.now >= e.quorumAt+finalizeTicks {
+		e.decide(c)
 		return
 	}
-	if r.now >= e.nextNotify {
-		e.notifyAll(r)
-		e.interval = min(e.interval*2, r.etTicks)
-		e.nextNotify = r.now + 1 + r.rng.Uint64N(e.interval)
+	if c.now >= e.nextNotify {
+		e.notifyAll(c)
+		e.interval = min(e.interval*2, c.etTicks)
+		e.nextNotify = c.now + 1 + c.rng.Uint64N(e.interval)
 	}
-	if r.now >= e.deadline {
+	if c.now >= e.deadline {
 		// A round that cannot finish (votes lost, members gone) starts over,
 		// at a random moment so that members do not keep colliding.
-		e.start(r)
+		e.start(c)
 	}
 }
 
-func (e *election) decide(r *replica) {
-	if e.vote.leader == r.id {
-		r.becomeLeader()
+func (e *election) decide(c *Core) {
+	if e.vote.leader == c.id {
+		c.becomeLeader()
 	} else {
-		r.becomeFollower(e.vote.leader)
+		c.becomeFollower(e.vote.leader)
 	}
 }
 
-func (e *election) checkQuorum(r *replica) {
-	if !r.voter {
+func (e *election) checkQuorum(c *Core) {
+	if !c.voter {
 		return
 	}
 	n := 0
@@ -112,11 +112,11 @@ func (e *election) checkQuorum(r *replica) {
 			n++
 		}
 	}
-	if n >= r.quorum {
+	if n >= c.quorum {
 		if e.quorumAt == 0 {
-			e.quorumAt = r.now
-			if r.quorum == 1 {
-				e.decide(r) // nobody else can change the outcome
+			e.quorumAt = c.now
+			if c.quorum == 1 {
+				e.decide(c) // nobody else can change the outcome
 			}
 		}
 	} else {
@@ -125,77 +125,72 @@ func (e *election) checkQuorum(r *replica) {
 }
 
 // myNotification is what a member that is not looking tells a looking one.
-func (r *replica) myNotification() Message {
+func (c *Core) myNotification() Message {
 	state := stateFollowing
 	switch {
-	case r.ls != nil:
+	case c.ls != nil:
 		state = stateLeading
-	case !r.voter:
+	case !c.voter:
 		state = stateObserving
 	}
-	return Message{Type: MsgNotification, State: state, Round: r.el.round, Leader: r.leader, Epoch: r.ep.Current, Zxid: r.lastZxid}
+	return Message{Type: MsgNotification, State: state, Round: c.el.round, Leader: c.leader, Epoch: c.ep.Current, Zxid: c.lastZxid}
 }
 
-func (r *replica) handleNotification(from uint64, msg *Message) {
-	if r.ls != nil || r.fs != nil {
+func (c *Core) handleNotification(from uint64, msg *Message) {
+	if c.ls != nil || c.fs != nil {
 		if msg.State == stateLooking || msg.State == stateObserving {
-			if r.ls != nil || r.voter {
-				r.send(from, r.myNotification())
+			if c.ls != nil || c.voter {
+				c.send(from, c.myNotification())
 			}
 		}
 		return
 	}
-	e := &r.el
+	e := &c.el
 	v := vote{leader: msg.Leader, zxid: msg.Zxid, epoch: msg.Epoch}
 	switch msg.State {
 	case stateLooking:
-		if !r.voter || !r.isVoter(from) {
+		if !c.voter || !c.isVoter(from) {
 			return
 		}
 		switch {
 		case msg.Round > e.round:
 			e.round = msg.Round
 			e.recv = map[uint64]vote{}
-			e.vote = r.selfVote()
+			e.vote = c.selfVote()
 			if v.better(e.vote) {
 				e.vote = v
 			}
-			e.recv[r.id] = e.vote
+			e.recv[c.id] = e.vote
 			e.quorumAt = 0
-			e.notifyAll(r)
+			e.notifyAll(c)
 		case msg.Round < e.round:
-			r.send(from, e.notification(r))
+			c.send(from, e.notification(c))
 			return
 		case v.better(e.vote):
 			e.vote = v
-			e.recv[r.id] = e.vote
+			e.recv[c.id] = e.vote
 			e.quorumAt = 0
-			e.notifyAll(r)
+			e.notifyAll(c)
 		}
 		e.recv[from] = v
-		e.checkQuorum(r)
+		e.checkQuorum(c)
 	case stateFollowing, stateLeading:
-		if !r.isVoter(from) {
+		if !c.isVoter(from) {
 			return
 		}
 		e.ooe[from] = *msg
-		if msg.Round == e.round && r.voter {
+		if msg.Round == e.round && c.voter {
 			e.recv[from] = v
-			e.checkQuorum(r)
+			e.checkQuorum(c)
 		}
-		e.checkEstablished(r, msg.Leader, msg.Epoch)
+		e.checkEstablished(c, msg.Leader, msg.Epoch)
 	}
-}
-
-func (r *replica) isVoter(id uint64) bool {
-	_, ok := r.cfg.Peers[id]
-	return ok
 }
 
 // checkEstablished joins leader if a quorum of voters (this member
 // included, if it votes) says they follow it in epoch and it says it leads.
-func (e *election) checkEstablished(r *replica, leader uint64, epoch uint32) {
-	if leader == r.id || leader == 0 {
+func (e *election) checkEstablished(c *Core, leader uint64, epoch uint32) {
+	if leader == c.id || leader == 0 {
 		return
 	}
 	lm, ok := e.ooe[leader]
@@ -203,7 +198,7 @@ func (e *election) checkEstablished(r *replica, leader uint64, epoch uint32) {
 		return
 	}
 	n := 0
-	if r.voter {
+	if c.voter {
 		n++
 	}
 	for _, m := range e.ooe {
@@ -211,7 +206,7 @@ func (e *election) checkEstablished(r *replica, leader uint64, epoch uint32) {
 			n++
 		}
 	}
-	if n >= r.quorum {
-		r.becomeFollower(leader)
+	if n >= c.quorum {
+		c.becomeFollower(leader)
 	}
 }

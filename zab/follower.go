@@ -31,139 +31,133 @@ type followerState struct {
 	deadline uint64 // the tick by which broadcast must begin
 }
 
-func (r *replica) followerTick() {
-	fs := r.fs
+func (c *Core) followerTick() {
+	fs := c.fs
 	switch fs.phase {
 	case fDiscover:
-		r.send(r.leader, r.followerInfo())
+		c.send(c.leader, c.followerInfo())
 	case fAckEpoch:
-		r.send(r.leader, r.ackEpoch())
+		c.send(c.leader, c.ackEpoch())
 	case fSynced:
-		r.send(r.leader, Message{Type: MsgAckNewLeader, Epoch: fs.epoch, Seq: fs.seq, Index: r.durable})
+		c.send(c.leader, Message{Type: MsgAckNewLeader, Epoch: fs.epoch, Seq: fs.seq, Index: c.durable})
 	}
 	switch {
-	case fs.phase != fBroadcast && r.now >= fs.deadline:
-		r.becomeLooking("synchronization with the leader did not finish in time")
-	case fs.phase == fBroadcast && r.now > fs.heard+r.etTicks:
-		r.becomeLooking("lost the leader")
+	case fs.phase != fBroadcast && c.now >= fs.deadline:
+		c.becomeLooking("synchronization with the leader did not finish in time")
+	case fs.phase == fBroadcast && c.now > fs.heard+c.etTicks:
+		c.becomeLooking("lost the leader")
 	}
 }
 
-func (r *replica) ackEpoch() Message {
-	return Message{Type: MsgAckEpoch, Epoch: r.fs.epoch, Nonce: r.fs.nonce, Round: uint64(r.ep.Current),
-		Zxid: r.lastZxid, Index: r.durable}
+func (c *Core) ackEpoch() Message {
+	return Message{Type: MsgAckEpoch, Epoch: c.fs.epoch, Nonce: c.fs.nonce, Round: uint64(c.ep.Current),
+		Zxid: c.lastZxid, Index: c.durable}
 }
 
-func (r *replica) followerHandle(msg *Message) {
-	fs := r.fs
+func (c *Core) followerHandle(msg *Message) {
+	fs := c.fs
 	switch msg.Type {
 	case MsgLeaderInfo:
 		if msg.Nonce != fs.nonce {
 			return
 		}
-		fs.heard = r.now
+		fs.heard = c.now
 		if fs.phase == fAckEpoch && msg.Epoch == fs.epoch {
-			r.send(r.leader, r.ackEpoch())
+			c.send(c.leader, c.ackEpoch())
 			return
 		}
 		if fs.phase != fDiscover {
 			return
 		}
-		if msg.Epoch < r.ep.Accepted {
-			r.becomeLooking(fmt.Sprintf("leader %d proposed epoch %d below the accepted epoch %d", r.leader, msg.Epoch, r.ep.Accepted))
+		if msg.Epoch < c.ep.Accepted {
+			c.becomeLooking(fmt.Sprintf("leader %d proposed epoch %d below the accepted epoch %d", c.leader, msg.Epoch, c.ep.Accepted))
 			return
 		}
-		if msg.Epoch > r.ep.Accepted {
+		if msg.Epoch > c.ep.Accepted {
 			// Persisted before ACKEPOCH: this member must never follow an
 			// older epoch again, across restarts too.
-			if !r.persistEpochs(epochs{Accepted: msg.Epoch, Current: r.ep.Current}) {
-				return
-			}
+			c.persistEpochs(Epochs{Accepted: msg.Epoch, Current: c.ep.Current})
 		}
 		fs.epoch = msg.Epoch
 		fs.phase = fAckEpoch
-		r.send(r.leader, r.ackEpoch())
+		c.send(c.leader, c.ackEpoch())
 	case MsgSync:
 		if fs.phase < fAckEpoch || msg.Epoch != fs.epoch || msg.Nonce != fs.nonce {
 			return
 		}
-		fs.heard = r.now
+		fs.heard = c.now
 		if msg.Seq <= fs.seq {
 			if msg.Seq == fs.seq {
-				r.send(r.leader, Message{Type: MsgAckNewLeader, Epoch: fs.epoch, Seq: fs.seq, Index: r.durable})
+				c.send(c.leader, Message{Type: MsgAckNewLeader, Epoch: fs.epoch, Seq: fs.seq, Index: c.durable})
 			}
 			return
 		}
-		if err := r.applySync(msg); err != nil {
+		if err := c.applySync(msg); err != nil {
 			if errors.Is(err, errSyncRejected) {
-				r.becomeLooking(err.Error())
+				c.becomeLooking(err.Error())
 				return
 			}
-			r.fatal(err)
+			c.fatal(err)
 			return
 		}
-		// ZOOKEEPER-4646 order: synchronized entries are on disk (applySync
-		// fsyncs), committed ones are handed to the applier, then
-		// currentEpoch is persisted, and only then is NEWLEADER
-		// acknowledged.
-		r.commit = max(r.commit, min(msg.Commit, r.durable))
-		r.dispatch()
-		if fs.epoch > r.ep.Current {
-			if !r.persistEpochs(epochs{Accepted: r.ep.Accepted, Current: fs.epoch}) {
-				return
-			}
+		// ZOOKEEPER-4646 order, carried by the Ready: synchronized entries
+		// are on disk (its Sync), committed ones are handed to the applier
+		// (its Committed), then currentEpoch is persisted (its Epochs), and
+		// only then is NEWLEADER acknowledged (its Messages).
+		c.commit = max(c.commit, min(msg.Commit, c.durable))
+		c.dispatch()
+		if fs.epoch > c.ep.Current {
+			c.persistEpochs(Epochs{Accepted: c.ep.Accepted, Current: fs.epoch})
 		}
 		fs.seq = msg.Seq
 		fs.phase = fSynced
-		r.send(r.leader, Message{Type: MsgAckNewLeader, Epoch: fs.epoch, Seq: fs.seq, Index: r.durable})
+		c.send(c.leader, Message{Type: MsgAckNewLeader, Epoch: fs.epoch, Seq: fs.seq, Index: c.durable})
 	case MsgUpToDate:
 		if fs.phase != fSynced || msg.Epoch != fs.epoch || msg.Seq != fs.seq {
 			return
 		}
-		fs.heard = r.now
+		fs.heard = c.now
 		fs.phase = fBroadcast
-		r.commit = max(r.commit, msg.Commit)
+		c.commit = max(c.commit, msg.Commit)
 		role := RoleFollower
-		if !r.voter {
+		if !c.voter {
 			role = RoleObserver
 		}
-		r.setRole(role, r.leader)
+		c.setRole(role, c.leader)
 	case MsgProposal:
 		if fs.phase < fSynced || msg.Epoch != fs.epoch {
 			return
 		}
-		fs.heard = r.now
-		r.followerAppend(msg.Entries)
+		fs.heard = c.now
+		c.followerAppend(msg.Entries)
 	case MsgCommit:
 		if fs.phase < fSynced || msg.Epoch != fs.epoch {
 			return
 		}
-		fs.heard = r.now
-		r.commit = max(r.commit, msg.Commit)
+		fs.heard = c.now
+		c.commit = max(c.commit, msg.Commit)
 	case MsgHeartbeat:
 		if fs.phase < fSynced || msg.Epoch != fs.epoch {
 			return
 		}
-		fs.heard = r.now
-		r.commit = max(r.commit, msg.Commit)
+		fs.heard = c.now
+		c.commit = max(c.commit, msg.Commit)
 		if msg.Seq == fs.seq {
-			r.send(r.leader, Message{Type: MsgHeartbeatAck, Epoch: fs.epoch, Seq: fs.seq, Nonce: msg.Nonce, Index: r.durable})
+			c.send(c.leader, Message{Type: MsgHeartbeatAck, Epoch: fs.epoch, Seq: fs.seq, Nonce: msg.Nonce, Index: c.durable})
 		}
 	case MsgRequestFail:
-		if p := r.takeWaiter(msg.ReqID); p != nil {
-			p.finish(nil, ErrNoLeader)
-		}
+		c.refuse(msg.ReqID, ErrNoLeader)
 	case MsgReadIndexResp, MsgCallResp:
-		w := r.rpcs[msg.Nonce]
+		w := c.rpcs[msg.Nonce]
 		if w == nil {
 			return
 		}
-		delete(r.rpcs, msg.Nonce)
-		res := rpcResult{index: msg.Index, data: msg.Data}
+		delete(c.rpcs, msg.Nonce)
+		a := Answer{ID: w.id, Index: msg.Index, Data: msg.Data}
 		if msg.Err != "" {
-			res.err = remoteError(msg.Err)
+			a.Err = remoteError(msg.Err)
 		}
-		w.done <- res
+		c.answer(a)
 	}
 }
 
@@ -180,88 +174,85 @@ func remoteError(text string) error {
 
 var errSyncRejected = errors.New("zab: synchronization rejected")
 
-// applySync applies a SYNC: restore a snapshot or truncate, then append
-// the leader's entries, durably.
-func (r *replica) applySync(msg *Message) error {
-	// The log is changed here, on the loop: nothing may be in the writer's
+// applySync takes a SYNC: it checks that the synchronization continues
+// this member's log, then takes the log it describes as its own and puts
+// the install in the Ready (Sync), which the driver makes durable before
+// this Ready's messages go out.
+func (c *Core) applySync(msg *Message) error {
+	// The log changes under the Sync: nothing may be in the writer's
 	// hands meanwhile.
-	if !r.drainLog() {
-		return ErrStopped
-	}
+	c.drainLog()
+	base, baseZxid := c.durable, c.lastZxid
+	in := &SyncInstall{}
 	switch {
 	case msg.Flags&FlagSnap != 0:
-		if applied := r.m.appliedIndex.Load(); msg.Index < applied {
-			return fmt.Errorf("%w: snapshot at index %d is behind the applied index %d", errSyncRejected, msg.Index, applied)
+		if msg.Index < c.dispatched {
+			return fmt.Errorf("%w: snapshot at index %d is behind the applied index %d", errSyncRejected, msg.Index, c.dispatched)
 		}
-		done := make(chan error, 1)
-		r.apply.push(applyItem{restore: &restoreRequest{index: msg.Index, zxid: msg.Zxid, data: msg.Data, done: done}})
-		select {
-		case err := <-done:
-			if err != nil {
-				return fmt.Errorf("install snapshot at index %d: %w", msg.Index, err)
-			}
-		case <-r.m.stopCh:
-			return ErrStopped
-		}
-		// The state is durable at the snapshot: only now may the log forget
-		// what came before it.
-		if err := r.wal.resetAt(logBase{index: msg.Index, zxid: msg.Zxid}); err != nil {
-			return fmt.Errorf("restart log after snapshot %d: %w", msg.Index, err)
-		}
-		r.tail, r.pending = nil, nil
-		r.lastIndex, r.lastZxid = msg.Index, msg.Zxid
-		r.logChanged(msg.Index)
-		r.dispatched, r.commit = msg.Index, max(r.commit, msg.Index)
-		r.log.Info("installed snapshot", "id", r.id, "index", msg.Index, "zxid", FormatZxid(msg.Zxid), "bytes", len(msg.Data))
+		in.Snapshot = &SnapshotData{Index: msg.Index, Zxid: msg.Zxid, Data: msg.Data}
+		base, baseZxid = msg.Index, msg.Zxid
 	case msg.Flags&FlagTrunc != 0:
-		if msg.Index < r.dispatched {
+		if msg.Index < c.dispatched {
 			return fmt.Errorf("leader %d asks to truncate after index %d, below the committed index %d: histories diverge",
-				r.leader, msg.Index, r.dispatched)
+				c.leader, msg.Index, c.dispatched)
 		}
-		if err := r.wal.truncateAfter(msg.Index); err != nil {
-			return fmt.Errorf("truncate log after index %d: %w", msg.Index, err)
+		z, ok := c.zxidAt(msg.Index)
+		if msg.Index > c.durable || !ok {
+			return fmt.Errorf("%w: leader asks to truncate after index %d, log ends at %d", errSyncRejected, msg.Index, c.durable)
 		}
-		if len(r.tail) > 0 && r.tail[0].Index <= msg.Index {
-			r.tail = r.tail[:msg.Index-r.tail[0].Index+1]
-		} else {
-			r.tail = nil
-		}
-		r.log.Info("truncated divergent log tail", "id", r.id, "after", msg.Index, "dropped", r.durable-msg.Index)
-		r.lastIndex, r.lastZxid, r.lastTime = msg.Index, r.wal.lastZxid, r.wal.lastTime
-		r.logChanged(msg.Index)
+		in.Truncate, in.TruncateAfter = true, msg.Index
+		base, baseZxid = msg.Index, z
 	}
-	if r.durable != msg.Index {
-		return fmt.Errorf("%w: leader diffs from index %d, log ends at %d", errSyncRejected, msg.Index, r.durable)
+	if base != msg.Index {
+		return fmt.Errorf("%w: leader diffs from index %d, log ends at %d", errSyncRejected, msg.Index, base)
 	}
-	if len(msg.Entries) > 0 {
-		if !r.followerAppend(msg.Entries) {
+	last, lastZxid, lastTime := base, baseZxid, c.lastTime
+	for _, e := range msg.Entries {
+		if e.Index <= last {
+			continue
+		}
+		if e.Index != last+1 || e.Zxid <= lastZxid {
 			return fmt.Errorf("%w: entries do not continue the log", errSyncRejected)
 		}
-		if err := r.wal.append(r.pending); err != nil {
-			return fmt.Errorf("append synchronized entries: %w", err)
-		}
-		r.tail = append(r.tail, r.pending...)
-		r.logChanged(r.pending[len(r.pending)-1].Index)
-		r.pending = nil
+		in.Entries = append(in.Entries, e)
+		last, lastZxid, lastTime = e.Index, e.Zxid, max(lastTime, e.Time)
 	}
+	switch {
+	case in.Snapshot != nil:
+		c.tail = nil
+		c.dispatched, c.commit = msg.Index, max(c.commit, msg.Index)
+		c.log.Info("installing snapshot", "id", c.id, "index", msg.Index, "zxid", FormatZxid(msg.Zxid), "bytes", len(msg.Data))
+	case in.Truncate:
+		if len(c.tail) > 0 && c.tail[0].Index <= msg.Index {
+			c.tail = c.tail[:msg.Index-c.tail[0].Index+1]
+		} else {
+			c.tail = nil
+		}
+		c.log.Info("truncating divergent log tail", "id", c.id, "after", msg.Index, "dropped", c.durable-msg.Index)
+	}
+	c.tail = append(c.tail, in.Entries...)
+	c.lastIndex, c.lastZxid, c.lastTime = last, lastZxid, lastTime
+	c.written, c.durable = last, last
+	c.rd.Sync = in
+	c.urgent = true
 	return nil
 }
 
 // followerAppend queues the entries from the leader that continue the log
-// (skipping ones it already has); the next flush hands them to the log
+// (skipping ones it already has); the next Ready hands them to the log
 // writer, and they are acknowledged once it reports them durable. It
 // reports false if the entries skip ahead of the log (an earlier message
 // was lost or is late; the leader resends).
-func (r *replica) followerAppend(ents []Entry) bool {
+func (c *Core) followerAppend(ents []Entry) bool {
 	for _, e := range ents {
-		if e.Index <= r.lastIndex {
+		if e.Index <= c.lastIndex {
 			continue
 		}
-		if e.Index != r.lastIndex+1 || e.Zxid <= r.lastZxid {
+		if e.Index != c.lastIndex+1 || e.Zxid <= c.lastZxid {
 			return false
 		}
-		r.pending = append(r.pending, e)
-		r.lastIndex, r.lastZxid, r.lastTime = e.Index, e.Zxid, e.Time
+		c.pending = append(c.pending, e)
+		c.lastIndex, c.lastZxid, c.lastTime = e.Index, e.Zxid, e.Time
 	}
 	return true
 }

@@ -1,11 +1,9 @@
 package zab
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"slices"
-	"time"
 )
 
 // A leader goes through discovery (FOLLOWERINFO from a quorum; the new
@@ -46,10 +44,28 @@ type peerState struct {
 	heard    uint64
 }
 
+// pendingRead is a ReadIndex waiting for its heartbeat round: a local one
+// (answered in Ready.Answers by id) or a follower's (answered with a
+// READINDEXRESP to from, by nonce).
 type pendingRead struct {
 	seq   uint64
 	index uint64
-	reply func(uint64, error)
+	local bool
+	id    uint64
+	from  uint64
+	nonce uint64
+}
+
+func (c *Core) answerRead(rd pendingRead, index uint64, err error) {
+	if rd.local {
+		c.answer(Answer{ID: rd.id, Index: index, Err: err})
+		return
+	}
+	resp := Message{Type: MsgReadIndexResp, Nonce: rd.nonce, Index: index}
+	if err != nil {
+		resp.Err = err.Error()
+	}
+	c.send(rd.from, resp)
 }
 
 type leaderState struct {
@@ -60,7 +76,6 @@ type leaderState struct {
 	deadline     uint64
 	counter      uint32
 	hbSeq        uint64
-	hbSentAt     time.Time // when round hbSeq went out, for PeerRoundTrip
 	reads        []pendingRead
 	seqGen       uint64
 	resendMark   uint64
@@ -71,9 +86,9 @@ type leaderState struct {
 
 const maxSeenRequests = 1 << 16
 
-func (ls *leaderState) failReads(err error) {
+func (ls *leaderState) failReads(c *Core, err error) {
 	for _, rd := range ls.reads {
-		rd.reply(0, err)
+		c.answerRead(rd, 0, err)
 	}
 	ls.reads = nil
 }
@@ -94,201 +109,167 @@ func (ls *leaderState) remember(origin, reqID uint64) bool {
 	return true
 }
 
-func (r *replica) becomeLeader() {
-	r.leaveRole("leading")
-	r.leader = r.id
-	r.ls = &leaderState{
+func (c *Core) becomeLeader() {
+	c.leaveRole()
+	c.leader = c.id
+	c.ls = &leaderState{
 		peers:      map[uint64]*peerState{},
 		ackedEpoch: map[uint64]bool{},
-		deadline:   r.now + r.randomTicks(),
+		deadline:   c.now + c.randomTicks(),
 		seen:       map[[2]uint64]struct{}{},
 	}
-	r.log.Info("zab elected; discovering", "id", r.id, "last_zxid", FormatZxid(r.lastZxid))
-	r.checkDiscovery()
+	c.log.Info("zab elected; discovering", "id", c.id, "last_zxid", FormatZxid(c.lastZxid))
+	c.checkDiscovery()
 }
 
-func (r *replica) leaderHandle(from uint64, msg *Message) {
-	ls := r.ls
+func (c *Core) leaderHandle(from uint64, msg *Message, now int64) {
+	ls := c.ls
 	ps := ls.peers[from]
 	switch msg.Type {
 	case MsgFollowerInfo:
 		observer := msg.Flags&FlagObserver != 0
-		if observer == r.isVoter(from) {
+		if observer == c.isVoter(from) {
 			return // not what the configuration says it is
 		}
 		if ps == nil || ps.nonce != msg.Nonce {
 			ps = &peerState{nonce: msg.Nonce, observer: observer, accepted: msg.Epoch}
 			ls.peers[from] = ps
 		}
-		ps.heard = r.now
+		ps.heard = c.now
 		if ls.epoch == 0 {
-			r.checkDiscovery()
+			c.checkDiscovery()
 			return
 		}
 		if ps.phase == pNone {
 			ps.phase = pInfo
 		}
-		r.send(from, Message{Type: MsgLeaderInfo, Epoch: ls.epoch, Nonce: ps.nonce})
+		c.send(from, Message{Type: MsgLeaderInfo, Epoch: ls.epoch, Nonce: ps.nonce})
 	case MsgAckEpoch:
 		if ps == nil || msg.Nonce != ps.nonce || msg.Epoch != ls.epoch || ls.epoch == 0 {
 			return
 		}
-		ps.heard = r.now
+		ps.heard = c.now
 		switch {
 		case ps.phase == pInfo:
 			if !ps.observer {
 				fv := vote{epoch: uint32(msg.Round), zxid: msg.Zxid}
-				if fv.better(vote{epoch: r.ep.Current, zxid: r.lastZxid}) {
-					r.becomeLooking(fmt.Sprintf("follower %d has a later history (epoch %d, zxid %s)", from, fv.epoch, FormatZxid(fv.zxid)))
+				if fv.better(vote{epoch: c.ep.Current, zxid: c.lastZxid}) {
+					c.becomeLooking(fmt.Sprintf("follower %d has a later history (epoch %d, zxid %s)", from, fv.epoch, FormatZxid(fv.zxid)))
 					return
 				}
 				ls.ackedEpoch[from] = true
 			}
-			r.startSync(from, ps, msg.Zxid, msg.Index)
-			r.checkEpochQuorum()
+			c.startSync(from, ps, msg.Zxid, msg.Index)
+			c.checkEpochQuorum()
 		case ps.phase >= pSynced && ps.syncMsg != nil:
-			r.send(from, *ps.syncMsg)
+			c.send(from, *ps.syncMsg)
 		}
 	case MsgAckNewLeader:
 		if ps == nil || msg.Epoch != ls.epoch || msg.Seq != ps.seq || ps.phase < pSynced {
 			return
 		}
-		ps.heard = r.now
+		ps.heard = c.now
 		ps.acked = max(ps.acked, msg.Index)
 		ps.syncMsg = nil
 		ps.phase = pUpToDate
 		if ls.phase == lBroadcast {
-			r.send(from, Message{Type: MsgUpToDate, Epoch: ls.epoch, Seq: ps.seq, Commit: r.commit})
+			c.send(from, Message{Type: MsgUpToDate, Epoch: ls.epoch, Seq: ps.seq, Commit: c.commit})
 		} else {
-			r.checkNewLeaderQuorum()
+			c.checkNewLeaderQuorum()
 		}
 	case MsgAck:
 		if ps == nil || msg.Epoch != ls.epoch || msg.Seq != ps.seq || ps.phase < pSynced {
 			return
 		}
-		ps.heard = r.now
+		ps.heard = c.now
 		ps.acked = max(ps.acked, msg.Index)
 	case MsgHeartbeatAck:
 		if ps == nil || msg.Epoch != ls.epoch || msg.Seq != ps.seq || ps.phase < pSynced {
 			return
 		}
-		ps.heard = r.now
+		ps.heard = c.now
 		ps.acked = max(ps.acked, msg.Index)
 		if msg.Nonce == ls.hbSeq && ps.hbSeq < msg.Nonce {
-			r.cfg.Observer.PeerRoundTrip(from, time.Since(ls.hbSentAt))
+			c.rd.RoundTrips = append(c.rd.RoundTrips, RoundTrip{Peer: from, Round: msg.Nonce})
 		}
 		ps.hbSeq = max(ps.hbSeq, msg.Nonce)
-		r.checkReads()
+		c.checkReads()
 	case MsgRequest:
 		if ls.phase != lBroadcast || msg.Epoch != ls.epoch {
-			r.send(from, Message{Type: MsgRequestFail, ReqID: msg.ReqID, Err: ErrNoLeader.Error()})
+			c.send(from, Message{Type: MsgRequestFail, ReqID: msg.ReqID, Err: ErrNoLeader.Error()})
 			return
 		}
 		if !ls.remember(msg.Origin, msg.ReqID) {
 			return // a duplicate of a request already proposed
 		}
-		if !r.leaderAppend(msg.Origin, msg.ReqID, msg.Data) {
-			r.send(from, Message{Type: MsgRequestFail, ReqID: msg.ReqID, Err: ErrNoLeader.Error()})
+		if !c.leaderAppend(msg.Origin, msg.ReqID, msg.Data, now) {
+			c.send(from, Message{Type: MsgRequestFail, ReqID: msg.ReqID, Err: ErrNoLeader.Error()})
 		}
 	case MsgReadIndex:
 		if ls.phase != lBroadcast {
-			r.send(from, Message{Type: MsgReadIndexResp, Nonce: msg.Nonce, Err: ErrNoLeader.Error()})
+			c.send(from, Message{Type: MsgReadIndexResp, Nonce: msg.Nonce, Err: ErrNoLeader.Error()})
 			return
 		}
-		nonce := msg.Nonce
-		r.leaderRead(func(index uint64, err error) {
-			resp := Message{Type: MsgReadIndexResp, Nonce: nonce, Index: index}
-			if err != nil {
-				resp.Err = err.Error()
-			}
-			r.send(from, resp)
-		})
+		c.leaderRead(pendingRead{from: from, nonce: msg.Nonce})
 	case MsgCall:
 		if ls.phase != lBroadcast {
-			r.send(from, Message{Type: MsgCallResp, Nonce: msg.Nonce, Err: ErrNoLeader.Error()})
+			c.send(from, Message{Type: MsgCallResp, Nonce: msg.Nonce, Err: ErrNoLeader.Error()})
 			return
 		}
-		r.serveCall(from, msg.Nonce, msg.Data)
+		c.rd.Calls = append(c.rd.Calls, LeaderCall{From: from, Nonce: msg.Nonce, Payload: msg.Data})
 	}
-}
-
-// serveCall runs the leader handler for a follower's CallLeader on its own
-// goroutine, owned by the member (it ends when the member stops).
-func (r *replica) serveCall(from, nonce uint64, payload []byte) {
-	m := r.m
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), 4*r.cfg.ElectionTimeout)
-		defer cancel()
-		go func() {
-			select {
-			case <-m.stopCh:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-		out, err := m.callLocal(ctx, payload)
-		resp := Message{Type: MsgCallResp, Nonce: nonce, Data: out}
-		if err != nil {
-			resp.Err = err.Error()
-		}
-		r.send(from, resp)
-	}()
 }
 
 // checkDiscovery chooses the new epoch once a quorum of voters (the leader
 // included) has sent FOLLOWERINFO.
-func (r *replica) checkDiscovery() {
-	ls := r.ls
+func (c *Core) checkDiscovery() {
+	ls := c.ls
 	if ls.epoch != 0 {
 		return
 	}
 	n := 1
-	maxAccepted := max(r.ep.Accepted, r.ep.Current)
+	maxAccepted := max(c.ep.Accepted, c.ep.Current)
 	for _, ps := range ls.peers {
 		if !ps.observer {
 			n++
 		}
 		maxAccepted = max(maxAccepted, ps.accepted)
 	}
-	if n < r.quorum {
+	if n < c.quorum {
 		return
 	}
 	if maxAccepted == math.MaxUint32 {
-		r.fatal(fmt.Errorf("epoch space exhausted"))
+		c.fatal(fmt.Errorf("epoch space exhausted"))
 		return
 	}
 	newEpoch := maxAccepted + 1
-	// Persisted before it is announced.
-	if !r.persistEpochs(epochs{Accepted: newEpoch, Current: r.ep.Current}) {
-		return
-	}
+	// Persisted before it is announced: LEADERINFO goes out in the Ready
+	// that persists it.
+	c.persistEpochs(Epochs{Accepted: newEpoch, Current: c.ep.Current})
 	ls.epoch = newEpoch
-	ls.ackedEpoch[r.id] = true
-	r.log.Info("zab new epoch", "id", r.id, "epoch", newEpoch)
-	for id, ps := range ls.peers {
+	ls.ackedEpoch[c.id] = true
+	c.log.Info("zab new epoch", "id", c.id, "epoch", newEpoch)
+	for _, id := range c.sortedPeers() {
+		ps := ls.peers[id]
 		ps.phase = pInfo
-		r.send(id, Message{Type: MsgLeaderInfo, Epoch: newEpoch, Nonce: ps.nonce})
+		c.send(id, Message{Type: MsgLeaderInfo, Epoch: newEpoch, Nonce: ps.nonce})
 	}
-	r.checkEpochQuorum()
+	c.checkEpochQuorum()
 }
 
-func (r *replica) checkEpochQuorum() {
-	ls := r.ls
-	if ls == nil || ls.currentSaved || len(ls.ackedEpoch) < r.quorum {
+func (c *Core) checkEpochQuorum() {
+	ls := c.ls
+	if ls == nil || ls.currentSaved || len(ls.ackedEpoch) < c.quorum {
 		return
 	}
-	if !r.persistEpochs(epochs{Accepted: r.ep.Accepted, Current: ls.epoch}) {
-		return
-	}
+	c.persistEpochs(Epochs{Accepted: c.ep.Accepted, Current: ls.epoch})
 	ls.currentSaved = true
 	ls.phase = lSync
-	r.checkNewLeaderQuorum()
+	c.checkNewLeaderQuorum()
 }
 
-func (r *replica) checkNewLeaderQuorum() {
-	ls := r.ls
+func (c *Core) checkNewLeaderQuorum() {
+	ls := c.ls
 	if ls.phase != lSync {
 		return
 	}
@@ -298,49 +279,49 @@ func (r *replica) checkNewLeaderQuorum() {
 			n++
 		}
 	}
-	if n < r.quorum {
+	if n < c.quorum {
 		return
 	}
 	// A quorum holds the leader's whole log and the new epoch: all of it is
 	// committed.
 	ls.phase = lBroadcast
-	r.commit = max(r.commit, r.durable)
-	ls.resendMark = r.durable
-	for _, e := range r.tail {
+	c.commit = max(c.commit, c.durable)
+	ls.resendMark = c.durable
+	for _, e := range c.tail {
 		if e.Origin != 0 {
 			ls.remember(e.Origin, e.ReqID)
 		}
 	}
-	for id, ps := range ls.peers {
-		if ps.phase == pUpToDate {
-			r.send(id, Message{Type: MsgUpToDate, Epoch: ls.epoch, Seq: ps.seq, Commit: r.commit})
+	for _, id := range c.sortedPeers() {
+		if ps := ls.peers[id]; ps.phase == pUpToDate {
+			c.send(id, Message{Type: MsgUpToDate, Epoch: ls.epoch, Seq: ps.seq, Commit: c.commit})
 		}
 	}
-	r.setRole(RoleLeader, r.id)
+	c.setRole(RoleLeader, c.id)
 }
 
 // startSync brings a follower whose log ends at (fi, fz) to the leader's
 // history with one SYNC message: TRUNC its divergent tail and/or DIFF the
 // missing entries, or a SNAP when the log cannot serve it.
-func (r *replica) startSync(id uint64, ps *peerState, fz, fi uint64) {
-	ls := r.ls
+func (c *Core) startSync(id uint64, ps *peerState, fz, fi uint64) {
+	ls := c.ls
 	snap := func(why string) {
-		if _, ok := r.sm.(Snapshotter); !ok {
-			r.log.Warn("follower needs a snapshot but the state machine cannot take one", "follower", id, "why", why)
+		if !c.cfg.CanSnapshot {
+			c.log.Warn("follower needs a snapshot but the state machine cannot take one", "follower", id, "why", why)
 			return
 		}
-		r.log.Info("sending snapshot", "follower", id, "why", why)
+		c.log.Info("sending snapshot", "follower", id, "why", why)
 		ps.phase = pSnapping
-		r.apply.push(applyItem{snap: &snapRequest{peer: id, nonce: ps.nonce}})
+		c.rd.SnapshotRequests = append(c.rd.SnapshotRequests, SnapshotRequest{Peer: id, Nonce: ps.nonce})
 	}
-	k, ok := r.wal.indexAtOrBelow(fz)
+	k, ok := c.rl.IndexAtOrBelow(fz)
 	if !ok {
 		snap("its last zxid is in trimmed history")
 		return
 	}
-	k = min(k, r.durable)
-	kz, _ := r.wal.zxidAt(k)
-	msg := Message{Type: MsgSync, Epoch: ls.epoch, Nonce: ps.nonce, Commit: r.commit, Index: k, Zxid: kz}
+	k = min(k, c.durable)
+	kz, _ := c.zxidAt(k)
+	msg := Message{Type: MsgSync, Epoch: ls.epoch, Nonce: ps.nonce, Commit: c.commit, Index: k, Zxid: kz}
 	switch {
 	case kz != fz && fz != 0 && ZxidEpoch(fz) == 0:
 		snap("its state was restored from a backup this log does not start from")
@@ -354,122 +335,123 @@ func (r *replica) startSync(id uint64, ps *peerState, fz, fi uint64) {
 	case kz != fz:
 		msg.Flags |= FlagTrunc
 	}
-	if r.durable-k > uint64(r.cfg.MaxDiffEntries) {
-		snap(fmt.Sprintf("%d entries behind", r.durable-k))
+	if c.durable-k > uint64(c.cfg.MaxDiffEntries) {
+		snap(fmt.Sprintf("%d entries behind", c.durable-k))
 		return
 	}
-	ents, err := r.durableEntries(k+1, r.durable)
+	ents, err := c.durableEntries(k+1, c.durable)
 	if err != nil {
 		snap(err.Error())
 		return
 	}
 	msg.Entries = ents
-	r.sendSync(id, ps, msg)
+	c.sendSync(id, ps, msg)
 }
 
-func (r *replica) sendSync(id uint64, ps *peerState, msg Message) {
-	r.ls.seqGen++
-	ps.seq = r.ls.seqGen
+func (c *Core) sendSync(id uint64, ps *peerState, msg Message) {
+	c.ls.seqGen++
+	ps.seq = c.ls.seqGen
 	msg.Seq = ps.seq
 	ps.syncMsg = &msg
 	ps.phase = pSynced
 	ps.acked = 0
-	r.log.Debug("sync", "follower", id, "trunc", msg.Flags&FlagTrunc != 0, "snap", msg.Flags&FlagSnap != 0,
+	c.log.Debug("sync", "follower", id, "trunc", msg.Flags&FlagTrunc != 0, "snap", msg.Flags&FlagSnap != 0,
 		"base", msg.Index, "entries", len(msg.Entries))
-	r.send(id, msg)
+	c.send(id, msg)
 }
 
-func (r *replica) handleSnapResult(res *snapResult) {
-	ls := r.ls
+func (c *Core) handleSnapResult(res *Snapshot) {
+	ls := c.ls
 	if ls == nil {
 		return
 	}
-	ps := ls.peers[res.peer]
-	if ps == nil || ps.nonce != res.nonce || ps.phase != pSnapping {
+	ps := ls.peers[res.Peer]
+	if ps == nil || ps.nonce != res.Nonce || ps.phase != pSnapping {
 		return
 	}
-	if res.err != nil {
-		r.log.Warn("snapshot for follower failed", "follower", res.peer, "err", res.err)
+	if res.Err != nil {
+		c.log.Warn("snapshot for follower failed", "follower", res.Peer, "err", res.Err)
 		ps.phase = pInfo
 		return
 	}
-	ents, err := r.durableEntries(res.index+1, r.durable)
+	ents, err := c.durableEntries(res.Index+1, c.durable)
 	if err != nil {
-		r.log.Warn("entries after snapshot unavailable", "follower", res.peer, "err", err)
+		c.log.Warn("entries after snapshot unavailable", "follower", res.Peer, "err", err)
 		ps.phase = pInfo
 		return
 	}
-	r.sendSync(res.peer, ps, Message{Type: MsgSync, Flags: FlagSnap, Epoch: ls.epoch, Nonce: ps.nonce, Commit: r.commit,
-		Index: res.index, Zxid: res.zxid, Data: res.data, Entries: ents})
+	c.sendSync(res.Peer, ps, Message{Type: MsgSync, Flags: FlagSnap, Epoch: ls.epoch, Nonce: ps.nonce, Commit: c.commit,
+		Index: res.Index, Zxid: res.Zxid, Data: res.Data, Entries: ents})
 }
 
 // leaderAppend assigns the next zxid to a proposal and queues it for the
 // next flush.
-func (r *replica) leaderAppend(origin, reqID uint64, data []byte) bool {
-	ls := r.ls
+func (c *Core) leaderAppend(origin, reqID uint64, data []byte, wall int64) bool {
+	ls := c.ls
 	if ls.counter == math.MaxUint32 {
 		// As ZooKeeper does: a new epoch needs a new election.
-		r.becomeLooking("zxid counter exhausted")
+		c.becomeLooking("zxid counter exhausted")
 		return false
 	}
 	ls.counter++
-	r.lastIndex++
-	now := max(r.cfg.Clock().UnixMilli(), r.lastTime)
-	e := Entry{Index: r.lastIndex, Zxid: MakeZxid(ls.epoch, ls.counter), Time: now, Data: data, Origin: origin, ReqID: reqID}
-	r.pending = append(r.pending, e)
-	r.lastZxid, r.lastTime = e.Zxid, now
+	c.lastIndex++
+	now := max(wall, c.lastTime)
+	e := Entry{Index: c.lastIndex, Zxid: MakeZxid(ls.epoch, ls.counter), Time: now, Data: data, Origin: origin, ReqID: reqID}
+	c.pending = append(c.pending, e)
+	c.lastZxid, c.lastTime = e.Zxid, now
 	return true
 }
 
 // advanceCommit commits up to the highest index a quorum of voters has on
 // disk, the leader's own disk included.
-func (r *replica) advanceCommit() {
-	ls := r.ls
-	acks := []uint64{r.durable}
+func (c *Core) advanceCommit() {
+	ls := c.ls
+	acks := []uint64{c.durable}
 	for _, ps := range ls.peers {
 		if !ps.observer && ps.phase >= pSynced {
 			acks = append(acks, ps.acked)
 		}
 	}
-	if len(acks) < r.quorum {
+	if len(acks) < c.quorum {
 		return
 	}
 	slices.Sort(acks)
-	c := acks[len(acks)-r.quorum]
-	if c <= r.commit {
+	cm := acks[len(acks)-c.quorum]
+	if cm <= c.commit {
 		return
 	}
-	r.commit = c
-	msg := Message{Type: MsgCommit, Epoch: ls.epoch, Commit: c}
-	for id, ps := range ls.peers {
-		if ps.phase >= pSynced {
-			r.send(id, msg)
+	c.commit = cm
+	msg := Message{Type: MsgCommit, Epoch: ls.epoch, Commit: cm}
+	for _, id := range c.sortedPeers() {
+		if ls.peers[id].phase >= pSynced {
+			c.send(id, msg)
 		}
 	}
 }
 
-func (r *replica) leaderRead(reply func(uint64, error)) {
-	ls := r.ls
-	ls.reads = append(ls.reads, pendingRead{seq: ls.hbSeq + 1, index: r.commit, reply: reply})
-	r.sendHeartbeats()
-	r.checkReads()
+func (c *Core) leaderRead(rd pendingRead) {
+	ls := c.ls
+	rd.seq, rd.index = ls.hbSeq+1, c.commit
+	ls.reads = append(ls.reads, rd)
+	c.sendHeartbeats()
+	c.checkReads()
 }
 
-func (r *replica) sendHeartbeats() {
-	ls := r.ls
+func (c *Core) sendHeartbeats() {
+	ls := c.ls
 	ls.hbSeq++
-	ls.hbSentAt = time.Now()
-	for id, ps := range ls.peers {
-		if ps.phase >= pSynced {
-			r.send(id, Message{Type: MsgHeartbeat, Epoch: ls.epoch, Seq: ps.seq, Nonce: ls.hbSeq, Commit: r.commit})
+	c.rd.HeartbeatRound = ls.hbSeq
+	for _, id := range c.sortedPeers() {
+		if ps := ls.peers[id]; ps.phase >= pSynced {
+			c.send(id, Message{Type: MsgHeartbeat, Epoch: ls.epoch, Seq: ps.seq, Nonce: ls.hbSeq, Commit: c.commit})
 		}
 	}
 }
 
 // checkReads answers the reads whose heartbeat round a quorum answered:
 // the leader still led when it took their index.
-func (r *replica) checkReads() {
-	ls := r.ls
+func (c *Core) checkReads() {
+	ls := c.ls
 	if len(ls.reads) == 0 {
 		return
 	}
@@ -479,15 +461,15 @@ func (r *replica) checkReads() {
 			seqs = append(seqs, ps.hbSeq)
 		}
 	}
-	if len(seqs) < r.quorum {
+	if len(seqs) < c.quorum {
 		return
 	}
 	slices.Sort(seqs)
-	confirmed := seqs[len(seqs)-r.quorum]
+	confirmed := seqs[len(seqs)-c.quorum]
 	keep := ls.reads[:0]
 	for _, rd := range ls.reads {
 		if rd.seq <= confirmed {
-			rd.reply(rd.index, nil)
+			c.answerRead(rd, rd.index, nil)
 		} else {
 			keep = append(keep, rd)
 		}
@@ -495,40 +477,41 @@ func (r *replica) checkReads() {
 	ls.reads = keep
 }
 
-func (r *replica) leaderTick() {
-	ls := r.ls
+func (c *Core) leaderTick() {
+	ls := c.ls
 	if ls.phase != lBroadcast {
-		if r.now >= ls.deadline {
-			r.becomeLooking("no quorum synchronized in time")
+		if c.now >= ls.deadline {
+			c.becomeLooking("no quorum synchronized in time")
 		}
 		return
 	}
-	r.sendHeartbeats()
+	c.sendHeartbeats()
 	// Resend what a follower has not acknowledged since the last tick:
 	// a PROPOSAL was lost, or arrived out of order.
-	for id, ps := range ls.peers {
+	for _, id := range c.sortedPeers() {
+		ps := ls.peers[id]
 		if ps.phase != pUpToDate || ps.acked >= ls.resendMark {
 			continue
 		}
-		ents, err := r.durableEntries(ps.acked+1, min(r.durable, ps.acked+maxResend))
+		ents, err := c.durableEntries(ps.acked+1, min(c.durable, ps.acked+maxResend))
 		if err != nil {
 			// It must start over (and will be sent a snapshot).
-			r.log.Warn("cannot resend entries; dropping follower", "follower", id, "from", ps.acked+1, "err", err)
+			c.log.Warn("cannot resend entries; dropping follower", "follower", id, "from", ps.acked+1, "err", err)
 			delete(ls.peers, id)
 			continue
 		}
-		r.send(id, Message{Type: MsgProposal, Epoch: ls.epoch, Entries: ents})
+		c.send(id, Message{Type: MsgProposal, Epoch: ls.epoch, Entries: ents})
 	}
-	ls.resendMark = r.durable
+	ls.resendMark = c.durable
 	n := 1
 	for _, ps := range ls.peers {
-		if !ps.observer && ps.phase >= pSynced && r.now <= ps.heard+r.etTicks {
+		if !ps.observer && ps.phase >= pSynced && c.now <= ps.heard+c.etTicks {
 			n++
 		}
 	}
-	if n < r.quorum {
-		r.becomeLooking("lost contact with a quorum")
+	if n < c.quorum {
+		c.becomeLooking("lost contact with a quorum")
 		return
 	}
-	r.checkReads()
+	c.checkReads()
 }

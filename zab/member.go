@@ -41,14 +41,6 @@ var ErrNoLeader = errors.New("zab: no leader")
 // tolerate applying its operation twice (or make it idempotent).
 var ErrLeaderChanged = errors.New("zab: leader changed before the proposal was applied")
 
-// Roles reported by Status and RoleChanges.
-const (
-	RoleLeader   = "leader"   // leads the ensemble and has a synchronized quorum
-	RoleFollower = "follower" // synchronized with a leader; votes
-	RoleObserver = "observer" // synchronized with a leader; never votes
-	RoleLooking  = "looking"  // no leader: electing, discovering or synchronizing
-)
-
 // Config configures a Member. Zero values get the documented defaults.
 type Config struct {
 	// Dir holds the log segments and the epoch file. It is created if
@@ -229,7 +221,7 @@ func (c Config) replicated() bool {
 // Status is a snapshot of a member's progress.
 type Status struct {
 	ID       uint64
-	Role     string // RoleLeader, RoleFollower, RoleObserver or RoleLooking
+	Role     Role
 	LeaderID uint64 // the leader this member is synchronized with; 0 while looking
 	// Epoch is the current epoch: the epoch of the last leader this member
 	// synchronized with (a leader issues zxids in it). AcceptedEpoch is the
@@ -364,20 +356,20 @@ func Open(cfg Config, sm StateMachine) (*Member, error) {
 // openLog reads the persisted epochs and opens the log, refusing one that
 // begins after entries the state machine has not applied yet. Both the
 // single-member and the replicated start-up begin here.
-func openLog(cfg Config, sm StateMachine) (epochs, *wal, uint64, error) {
+func openLog(cfg Config, sm StateMachine) (Epochs, *wal, uint64, error) {
 	ep, err := readEpochs(cfg.Dir)
 	if err != nil {
-		return epochs{}, nil, 0, err
+		return Epochs{}, nil, 0, err
 	}
 	w, err := openWAL(osFS{}, cfg.Dir, cfg.Logger, cfg.SegmentSize)
 	if err != nil {
-		return epochs{}, nil, 0, err
+		return Epochs{}, nil, 0, err
 	}
 	w.observer = cfg.Observer
 	applied := sm.AppliedIndex()
 	if first := w.firstIndex(); first > 0 && applied+1 < first {
 		w.close()
-		return epochs{}, nil, 0, fmt.Errorf("log begins at index %d but the state machine has applied only through %d: entries %d-%d are gone",
+		return Epochs{}, nil, 0, fmt.Errorf("log begins at index %d but the state machine has applied only through %d: entries %d-%d are gone",
 			first, applied, applied+1, first-1)
 	}
 	return ep, w, applied, nil
@@ -417,7 +409,7 @@ func open(cfg Config, sm StateMachine, lock *dirLock) (*Member, error) {
 	if newEpoch > math.MaxUint32 {
 		return nil, errors.New("epoch space exhausted")
 	}
-	if err := writeEpochs(cfg.Dir, epochs{Accepted: uint32(newEpoch), Current: uint32(newEpoch)}); err != nil {
+	if err := writeEpochs(cfg.Dir, Epochs{Accepted: uint32(newEpoch), Current: uint32(newEpoch)}); err != nil {
 		return nil, err
 	}
 
@@ -877,7 +869,7 @@ func (m *Member) advanceEpoch() error {
 	if next > math.MaxUint32 {
 		return errors.New("epoch space exhausted")
 	}
-	if err := writeEpochs(m.cfg.Dir, epochs{Accepted: uint32(next), Current: uint32(next)}); err != nil {
+	if err := writeEpochs(m.cfg.Dir, Epochs{Accepted: uint32(next), Current: uint32(next)}); err != nil {
 		return err
 	}
 	m.epoch.Store(uint32(next))

@@ -15,7 +15,10 @@ import (
 // apart so replication can use the same file.
 const epochFileName = "epoch"
 
-type epochs struct {
+// Epochs are the two epochs a member persists: Accepted is the highest
+// epoch it has promised to follow (acceptedEpoch), Current the epoch of the
+// last leader it synchronized with (currentEpoch). Neither ever goes back.
+type Epochs struct {
 	Accepted uint32
 	Current  uint32
 }
@@ -25,7 +28,7 @@ const (
 	epochFileSize = 4 + 4 + 4 + 4 // magic, accepted, current, crc
 )
 
-func encodeEpochs(e epochs) []byte {
+func encodeEpochs(e Epochs) []byte {
 	b := make([]byte, 0, epochFileSize)
 	b = append(b, epochMagic...)
 	b = binary.LittleEndian.AppendUint32(b, e.Accepted)
@@ -33,38 +36,38 @@ func encodeEpochs(e epochs) []byte {
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, crcTable))
 }
 
-func decodeEpochs(b []byte) (epochs, error) {
+func decodeEpochs(b []byte) (Epochs, error) {
 	if len(b) != epochFileSize || string(b[:4]) != epochMagic {
-		return epochs{}, errors.New("not an epoch file")
+		return Epochs{}, errors.New("not an epoch file")
 	}
 	if binary.LittleEndian.Uint32(b[12:]) != crc32.Checksum(b[:12], crcTable) {
-		return epochs{}, errors.New("epoch file checksum mismatch")
+		return Epochs{}, errors.New("epoch file checksum mismatch")
 	}
-	return epochs{
+	return Epochs{
 		Accepted: binary.LittleEndian.Uint32(b[4:]),
 		Current:  binary.LittleEndian.Uint32(b[8:]),
 	}, nil
 }
 
 // readEpochs returns the persisted epochs, or zero epochs for a new log.
-func readEpochs(dir string) (epochs, error) {
+func readEpochs(dir string) (Epochs, error) {
 	b, err := osFS{}.ReadFile(filepath.Join(dir, epochFileName))
 	if errors.Is(err, fs.ErrNotExist) {
-		return epochs{}, nil
+		return Epochs{}, nil
 	}
 	if err != nil {
-		return epochs{}, fmt.Errorf("read epoch file: %w", err)
+		return Epochs{}, fmt.Errorf("read epoch file: %w", err)
 	}
 	e, err := decodeEpochs(b)
 	if err != nil {
 		// The file is replaced atomically, so damage is not a torn write.
-		return epochs{}, fmt.Errorf("epoch file %s: %w", filepath.Join(dir, epochFileName), err)
+		return Epochs{}, fmt.Errorf("epoch file %s: %w", filepath.Join(dir, epochFileName), err)
 	}
 	return e, nil
 }
 
 // writeEpochs persists e durably; it returns only once e is on disk.
-func writeEpochs(dir string, e epochs) error {
+func writeEpochs(dir string, e Epochs) error {
 	if err := writeFileAtomic(osFS{}, filepath.Join(dir, epochFileName), encodeEpochs(e)); err != nil {
 		return fmt.Errorf("persist epochs: %w", err)
 	}

@@ -9,47 +9,27 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	mrand "math/rand/v2"
-	"slices"
 	"sync"
 	"time"
 )
 
-// replica runs Zab for a member with peers. One goroutine (run) owns every
-// piece of protocol state: it reads the transport, the tick and the local
-// requests, hands entries to the log writer goroutine (and learns from it
-// what is durable), and hands committed entries to the applier goroutine.
-// Nothing it sends depends on data that is not yet where the protocol says
-// it must be:
-//
-//   - acceptedEpoch is persisted before ACKEPOCH is sent, and before a
-//     leader sends LEADERINFO;
-//   - currentEpoch is persisted after the synchronized entries are on disk
-//     (and committed ones handed to the applier) and before ACKNEWLEADER;
-//     a leader persists it once a quorum has acknowledged the new epoch;
-//   - ACK and ACKNEWLEADER name only entries that are fdatasync'ed;
-//   - a leader counts itself in a quorum only for entries on its own disk;
-//   - only committed entries are applied; a restarted member applies
-//     nothing beyond what its state machine had until a leader tells it
-//     what is committed.
+// replica drives a Core for a member with peers: it owns the transport,
+// the log writer, the applier, the epoch file, the waiting callers and
+// time. One goroutine (run) feeds the Core its inputs (messages, ticks,
+// local requests, what the writer reports durable, snapshots taken), then
+// takes the Core's Ready and carries it out in the order Ready's comment
+// gives; the Core decides everything else.
 type replica struct {
-	m       *Member
-	cfg     Config
-	log     *slog.Logger
-	wal     *wal
-	lw      *logWriter
-	sm      StateMachine
-	tr      Transport
-	ownsTr  bool
-	id      uint64
-	voters  []uint64
-	members []uint64 // voters and observers, but not this member
-	quorum  int
-	// lastLeadership is the (leader, epoch) last counted in leaderChanges.
-	lastLeadership [2]uint64
-	leaderChanges  uint64
-	lookingSince   time.Time // when this member last started looking for a leader
-	voter          bool
+	m      *Member
+	cfg    Config
+	log    *slog.Logger
+	wal    *wal
+	lw     *logWriter
+	sm     StateMachine
+	tr     Transport
+	ownsTr bool
+	id     uint64
+	core   *Core
 
 	inbox chan loopEvent
 	apply applyQueue
@@ -63,39 +43,25 @@ type replica struct {
 	status Status // published by the loop
 
 	// Loop-owned.
-	rng        *mrand.Rand
-	now        uint64 // ticks since start
-	etTicks    uint64
-	ep         epochs
-	role       string
-	leader     uint64
-	lastIndex  uint64 // last entry assigned (leader) or received (follower), maybe not yet durable
-	lastZxid   uint64
-	lastTime   int64
-	written    uint64 // last index handed to the log writer
-	durable    uint64 // last index on disk
-	commit     uint64
-	dispatched uint64
-	pending    []Entry // appended in memory, handed to the writer at the next flush
-	tail       []Entry // entries handed to the writer; always holds everything above dispatched
-	el         election
-	ls         *leaderState
-	fs         *followerState
-	rpcs       map[uint64]*rpcWait // follower side ReadIndex and Call, by nonce
-	nonceSeq   uint64
+	rpcs         map[uint64]*rpcWait // local ReadIndex and Call, by request ID
+	rpcSeq       uint64
+	written      uint64    // the last index handed to the writer or installed
+	hbRound      uint64    // the latest heartbeat round sent
+	hbSentAt     time.Time // when it went out, for PeerRoundTrip
+	lookingSince time.Time // when this member last started looking for a leader
+	role         Role
 }
 
 type loopEvent struct {
 	prop *proposal
 	read *rpcWait
 	call *rpcWait
-	snap *snapResult
+	snap *Snapshot
 }
 
 type rpcWait struct {
 	payload []byte
 	done    chan rpcResult // buffered 1
-	expires uint64
 }
 
 type rpcResult struct {
@@ -103,12 +69,6 @@ type rpcResult struct {
 	data  []byte
 	err   error
 }
-
-const (
-	finalizeTicks = 2    // how long a quorum of votes must stand before the election ends
-	recentEntries = 4096 // entries kept in memory after applying, for resending
-	maxResend     = 1024 // entries per retransmitted PROPOSAL
-)
 
 // restoredBase is the base of a new log whose state machine already holds
 // index entries from elsewhere (a restored backup; 0 for a brand-new
@@ -190,49 +150,55 @@ func openReplicated(cfg Config, sm StateMachine, lock *dirLock) (*Member, error)
 	m.lastZxid.Store(w.lastZxid)
 	m.epoch.Store(ep.Current)
 
-	var seed [16]byte
+	var seed [24]byte
 	rand.Read(seed[:])
 	r := &replica{
 		m: m, cfg: cfg, log: cfg.Logger, wal: w, sm: sm, tr: tr, ownsTr: owns, id: cfg.ID,
-		inbox:      make(chan loopEvent, 4096),
-		waiters:    make(map[uint64]*proposal),
-		reqSeq:     binary.LittleEndian.Uint64(seed[:8]) >> 1, // unique across restarts in practice
-		rng:        mrand.New(mrand.NewPCG(binary.LittleEndian.Uint64(seed[:8]), binary.LittleEndian.Uint64(seed[8:]))),
-		ep:         ep,
-		lastIndex:  w.lastIndex,
-		lastZxid:   w.lastZxid,
-		lastTime:   w.lastTime,
-		written:    w.lastIndex,
-		durable:    w.lastIndex,
-		commit:     applied,
-		dispatched: applied,
-		tail:       tail,
-		rpcs:       make(map[uint64]*rpcWait),
+		inbox:   make(chan loopEvent, 4096),
+		waiters: make(map[uint64]*proposal),
+		reqSeq:  binary.LittleEndian.Uint64(seed[:8]) >> 1, // unique across restarts in practice
+		rpcs:    make(map[uint64]*rpcWait),
 	}
-	r.apply.init()
-	r.lw = newLogWriter(w, w.lastIndex, cfg.CheckSpace, cfg.NoSpaceRetry)
+	_, canSnap := sm.(Snapshotter)
+	ccfg := CoreConfig{
+		ID:             cfg.ID,
+		ElectionTicks:  uint64(max(2, cfg.ElectionTimeout/cfg.HeartbeatInterval)),
+		MaxDiffEntries: cfg.MaxDiffEntries,
+		CanSnapshot:    canSnap,
+		Seed:           [2]uint64{binary.LittleEndian.Uint64(seed[8:]), binary.LittleEndian.Uint64(seed[16:])},
+		Log:            walReader{w},
+		Logger:         cfg.Logger,
+		Epochs:         ep,
+		LastIndex:      w.lastIndex,
+		LastZxid:       w.lastZxid,
+		LastTime:       w.lastTime,
+		Applied:        applied,
+		Unapplied:      tail,
+	}
 	for id := range cfg.Peers {
-		r.voters = append(r.voters, id)
-		if id != cfg.ID {
-			r.members = append(r.members, id)
-		}
+		ccfg.Voters = append(ccfg.Voters, id)
 	}
 	for id := range cfg.Observers {
-		if id != cfg.ID {
-			r.members = append(r.members, id)
-		}
+		ccfg.Observers = append(ccfg.Observers, id)
 	}
-	slices.Sort(r.voters)
-	slices.Sort(r.members)
-	r.quorum = len(r.voters)/2 + 1
-	_, r.voter = cfg.Peers[cfg.ID]
-	r.etTicks = uint64(max(2, cfg.ElectionTimeout/cfg.HeartbeatInterval))
+	r.core, err = NewCore(ccfg)
+	if err != nil {
+		return nil, err
+	}
+	r.written = w.lastIndex
+	r.apply.init()
+	r.lw = newLogWriter(w, w.lastIndex, cfg.CheckSpace, cfg.NoSpaceRetry)
 	m.rep = r
-	cfg.Logger.Info("zab member started", "id", cfg.ID, "voters", r.voters, "observer", !r.voter,
+	_, voter := cfg.Peers[cfg.ID]
+	cfg.Logger.Info("zab member started", "id", cfg.ID, "voters", r.core.voters, "observer", !voter,
 		"accepted_epoch", ep.Accepted, "current_epoch", ep.Current, "last_index", w.lastIndex,
 		"last_zxid", FormatZxid(w.lastZxid), "applied_index", applied)
 
-	r.becomeLooking("start")
+	r.role = RoleLooking
+	r.lookingSince = time.Now()
+	if err := r.carryOut(r.core.Ready()); err != nil {
+		return nil, err
+	}
 	m.wg.Add(3)
 	go func() {
 		defer m.wg.Done()
@@ -248,10 +214,26 @@ func openReplicated(cfg Config, sm StateMachine, lock *dirLock) (*Member, error)
 	return m, nil
 }
 
+// walReader is the Core's view of the durable log.
+type walReader struct{ w *wal }
+
+func (l walReader) Entries(from, to uint64) ([]Entry, error) {
+	var out []Entry
+	err := l.w.read(from, to, replayBatchEntries, func(b []Entry) error {
+		out = append(out, b...)
+		return nil
+	})
+	return out, err
+}
+
+func (l walReader) ZxidAt(index uint64) (uint64, bool)        { return l.w.zxidAt(index) }
+func (l walReader) IndexAtOrBelow(zxid uint64) (uint64, bool) { return l.w.indexAtOrBelow(zxid) }
+func (l walReader) FirstIndex() uint64                        { return l.w.firstIndex() }
+
 // ---- caller-facing ----
 
 // submit registers a proposal and queues it for the protocol loop, which
-// proposes (leader) or forwards (follower) proposals in queue order.
+// hands proposals to the Core in queue order.
 func (r *replica) submit(ctx context.Context, data []byte, leaderEpoch uint32) (*proposal, error) {
 	m := r.m
 	if err := r.lw.noSpaceErr(); err != nil {
@@ -336,8 +318,6 @@ func (r *replica) callLeader(ctx context.Context, payload []byte) ([]byte, error
 	return res.data, err
 }
 
-var errRunLocally = errors.New("zab: this member leads")
-
 func (r *replica) statusOf(stopped bool) Status {
 	r.smu.Lock()
 	s := r.status
@@ -361,9 +341,9 @@ func (r *replica) run() {
 	recv := r.tr.Receive()
 	defer func() {
 		r.failWaiters(m.stoppedErr())
-		for n, w := range r.rpcs {
+		for id, w := range r.rpcs {
 			w.done <- rpcResult{err: m.stoppedErr()}
-			delete(r.rpcs, n)
+			delete(r.rpcs, id)
 		}
 		if r.ownsTr {
 			r.tr.Close()
@@ -383,281 +363,259 @@ func (r *replica) run() {
 				m.fail(errors.New("transport closed"))
 				return
 			}
-			r.handle(env)
+			r.core.Step(env.From, env.Msg, r.cfg.Clock().UnixMilli())
 		case ev := <-r.inbox:
 			r.handleEvent(ev)
 		case <-r.lw.done:
-			r.logDurable()
+			if !r.logDurable() {
+				return
+			}
 		case <-tick:
-			r.tick()
+			r.core.Tick()
 		}
 		// Take whatever else is ready, so that one message to each peer and
-		// one hand-over to the writer cover it all.
+		// one hand-over to the writer cover it all; but carry out at once a
+		// Ready that later inputs depend on.
 	drain:
 		for range 512 {
+			if r.core.Urgent() {
+				break
+			}
 			select {
 			case env, ok := <-recv:
 				if !ok {
 					break drain
 				}
-				r.handle(env)
+				r.core.Step(env.From, env.Msg, r.cfg.Clock().UnixMilli())
 			case ev := <-r.inbox:
 				r.handleEvent(ev)
 			case <-r.lw.done:
-				r.logDurable()
+				if !r.logDurable() {
+					return
+				}
 			default:
 				break drain
 			}
 		}
-		if err := r.flush(); err != nil {
+		if err := r.carryOut(r.core.Ready()); err != nil {
 			m.fail(err)
 			return
 		}
 	}
 }
 
-// fatal stops the member after an error the protocol cannot continue past
-// (a log or epoch file that cannot be written).
-func (r *replica) fatal(err error) {
-	r.m.fail(err)
-}
-
-func (r *replica) stopped() bool {
-	select {
-	case <-r.m.stopCh:
-		return true
-	default:
+// logDurable passes on what the writer reports durable. A write error
+// stops the member.
+func (r *replica) logDurable() bool {
+	d, err := r.lw.state()
+	if err != nil {
+		r.m.fail(fmt.Errorf("append entries: %w", err))
 		return false
 	}
+	r.core.LogDurable(d)
+	return true
 }
 
-// flush hands pending entries to the log writer, advances the commit
-// index and hands committed, durable entries to the applier. It never
-// waits for the disk: the writer reports through logDurable.
-func (r *replica) flush() error {
-	if _, err := r.lw.state(); err != nil {
-		return err
+// carryOut does what a Ready asks, in the order Ready's comment gives.
+func (r *replica) carryOut(rd Ready) error {
+	if rd.Fatal != nil {
+		return rd.Fatal
 	}
-	if len(r.pending) > 0 {
-		if r.ls != nil && r.ls.phase == lBroadcast {
-			// Followers write while the leader does.
-			msg := Message{Type: MsgProposal, Epoch: r.ls.epoch, Entries: r.pending}
-			for id, ps := range r.ls.peers {
-				if ps.phase >= pSynced {
-					r.send(id, msg)
+	// 1. Everything handed to the writer earlier is durable first.
+	if rd.Drain && !r.drainLog() {
+		return r.m.stoppedErr()
+	}
+	// 2. The synchronization, durably.
+	if rd.Sync != nil {
+		if err := r.installSync(rd.Sync); err != nil {
+			return err
+		}
+	}
+	// 3. Committed entries to the applier.
+	if len(rd.Committed) > 0 {
+		r.wmu.Lock()
+		for _, e := range rd.Committed {
+			if e.Origin == r.id {
+				if p := r.waiters[e.ReqID]; p != nil {
+					p.dispatched = true
 				}
 			}
 		}
-		r.lw.enqueue(r.pending)
-		r.tail = append(r.tail, r.pending...)
-		r.written = r.pending[len(r.pending)-1].Index
-		// Not reused: the transport may still be encoding the PROPOSAL.
-		r.pending = nil
+		r.wmu.Unlock()
+		r.apply.push(applyItem{entries: rd.Committed})
 	}
-	if r.ls != nil && r.ls.phase == lBroadcast {
-		r.advanceCommit()
+	// 4. Epochs, before any message of this Ready.
+	if rd.Epochs != nil {
+		if err := writeEpochs(r.cfg.Dir, *rd.Epochs); err != nil {
+			return err
+		}
 	}
-	r.dispatch()
-	r.publish()
+	// 5. Entries to the writer, which writes while the messages go out.
+	if len(rd.Entries) > 0 {
+		r.lw.enqueue(rd.Entries)
+		r.written = rd.Entries[len(rd.Entries)-1].Index
+	}
+	// 6. Messages.
+	if rd.HeartbeatRound != 0 {
+		r.hbRound, r.hbSentAt = rd.HeartbeatRound, time.Now()
+	}
+	for _, o := range rd.Messages {
+		r.tr.Send(o.To, o.Msg)
+	}
+	// 7. The rest.
+	for _, f := range rd.Refused {
+		if p := r.takeWaiter(f.ReqID); p != nil {
+			p.finish(nil, f.Err)
+		}
+	}
+	if rd.FailProposals != nil {
+		r.failWaiters(rd.FailProposals)
+	}
+	for _, a := range rd.Answers {
+		if w := r.rpcs[a.ID]; w != nil {
+			delete(r.rpcs, a.ID)
+			w.done <- rpcResult{index: a.Index, data: a.Data, err: a.Err}
+		}
+	}
+	for _, call := range rd.Calls {
+		r.serveCall(call)
+	}
+	for _, s := range rd.SnapshotRequests {
+		r.apply.push(applyItem{snap: &s})
+	}
+	for _, rt := range rd.RoundTrips {
+		if rt.Round == r.hbRound {
+			r.cfg.Observer.PeerRoundTrip(rt.Peer, time.Since(r.hbSentAt))
+		}
+	}
+	for _, rc := range rd.RoleChanges {
+		switch {
+		case rc.Role == RoleLooking && r.role != RoleLooking:
+			r.lookingSince = time.Now()
+		case rc.Role != RoleLooking && r.role == RoleLooking:
+			r.cfg.Observer.ElectionFinished(time.Since(r.lookingSince))
+		}
+		r.role = rc.Role
+		r.m.roles.publish(rc)
+	}
+	r.publish(rd)
 	return nil
 }
 
-// logDurable takes what the writer reports: a follower acknowledges the
-// newly durable entries at once; a leader counts them at the end of this
-// loop turn (flush). A write error stops the member.
-func (r *replica) logDurable() {
-	d, err := r.lw.state()
-	if err != nil {
-		r.fatal(fmt.Errorf("append entries after index %d: %w", r.durable, err))
-		return
-	}
-	// A report can be stale after the loop changed the log itself (see
-	// drainLog); only ever move forward from it, and never past what was
-	// handed over.
-	if d <= r.durable || d > r.written {
-		return
-	}
-	r.durable = d
-	if fs := r.fs; fs != nil && fs.phase >= fSynced {
-		r.send(r.leader, Message{Type: MsgAck, Epoch: fs.epoch, Seq: fs.seq, Index: r.durable})
-	}
-}
-
-// drainLog waits until everything handed to the writer is durable, so the
-// loop may then change the log itself (truncate it, restart it, append to
-// it synchronously) or rely on r.durable being the last entry handed
-// over. It reports false if the member is stopping or the writer failed.
+// drainLog waits until everything handed to the writer is durable, so
+// that the log may then be changed or named. It reports false if the
+// member is stopping or the writer failed.
 func (r *replica) drainLog() bool {
-	for r.durable < r.written {
+	for {
+		d, err := r.lw.state()
+		if err != nil {
+			r.m.fail(fmt.Errorf("append entries after index %d: %w", d, err))
+			return false
+		}
+		if d >= r.written {
+			return true
+		}
 		select {
 		case <-r.lw.done:
 		case <-r.m.stopCh:
 			return false
 		}
-		d, err := r.lw.state()
-		if err != nil {
-			r.fatal(fmt.Errorf("append entries after index %d: %w", r.durable, err))
-			return false
-		}
-		r.durable = max(r.durable, min(d, r.written))
 	}
-	return true
 }
 
-// logChanged records that the loop rewrote the log's tail itself, after
-// drainLog: index is now the last entry on disk.
-func (r *replica) logChanged(index uint64) {
-	r.written, r.durable = index, index
+// installSync makes a synchronization durable: the snapshot restored (by
+// the applier, after everything handed to it) and the log restarted at
+// it, or the log truncated; then the entries appended.
+func (r *replica) installSync(s *SyncInstall) error {
+	switch {
+	case s.Snapshot != nil:
+		sn := s.Snapshot
+		done := make(chan error, 1)
+		r.apply.push(applyItem{restore: &restoreRequest{index: sn.Index, zxid: sn.Zxid, data: sn.Data, done: done}})
+		select {
+		case err := <-done:
+			if err != nil {
+				return fmt.Errorf("install snapshot at index %d: %w", sn.Index, err)
+			}
+		case <-r.m.stopCh:
+			return ErrStopped
+		}
+		// The state is durable at the snapshot: only now may the log forget
+		// what came before it.
+		if err := r.wal.resetAt(logBase{index: sn.Index, zxid: sn.Zxid}); err != nil {
+			return fmt.Errorf("restart log after snapshot %d: %w", sn.Index, err)
+		}
+		r.resetLog(sn.Index)
+		r.log.Info("installed snapshot", "id", r.id, "index", sn.Index, "zxid", FormatZxid(sn.Zxid), "bytes", len(sn.Data))
+	case s.Truncate:
+		if err := r.wal.truncateAfter(s.TruncateAfter); err != nil {
+			return fmt.Errorf("truncate log after index %d: %w", s.TruncateAfter, err)
+		}
+		r.resetLog(s.TruncateAfter)
+	}
+	if len(s.Entries) > 0 {
+		if err := r.wal.append(s.Entries); err != nil {
+			return fmt.Errorf("append synchronized entries: %w", err)
+		}
+		r.resetLog(s.Entries[len(s.Entries)-1].Index)
+	}
+	return nil
+}
+
+// resetLog records that the driver changed the log itself, with the
+// writer idle: index is now the last entry on disk.
+func (r *replica) resetLog(index uint64) {
+	r.written = index
 	r.lw.reset(index)
 }
 
-// dispatch hands committed, durable entries to the applier.
-func (r *replica) dispatch() {
-	upto := min(r.commit, r.durable)
-	if upto <= r.dispatched {
-		return
-	}
-	ents := r.entriesFromTail(r.dispatched+1, upto)
-	if len(ents) == 0 {
-		return
-	}
-	r.wmu.Lock()
-	for _, e := range ents {
-		if e.Origin == r.id {
-			if p := r.waiters[e.ReqID]; p != nil {
-				p.dispatched = true
+// serveCall runs the leader handler for a follower's CallLeader on its own
+// goroutine, owned by the member (it ends when the member stops), and
+// sends the answer.
+func (r *replica) serveCall(call LeaderCall) {
+	m := r.m
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 4*r.cfg.ElectionTimeout)
+		defer cancel()
+		go func() {
+			select {
+			case <-m.stopCh:
+				cancel()
+			case <-ctx.Done():
 			}
+		}()
+		out, err := m.callLocal(ctx, call.Payload)
+		resp := Message{Type: MsgCallResp, Nonce: call.Nonce, Data: out}
+		if err != nil {
+			resp.Err = err.Error()
 		}
-	}
-	r.wmu.Unlock()
-	r.apply.push(applyItem{entries: ents})
-	r.dispatched = upto
-	r.m.committedIndex.Store(r.commit)
-	// Keep a window of applied entries for resending; drop the rest.
-	if len(r.tail) > 2*recentEntries {
-		keepFrom := r.dispatched - min(r.dispatched, recentEntries)
-		if i := r.tailPos(keepFrom); i > 0 {
-			r.tail = slices.Clone(r.tail[i:])
-		}
-	}
+		r.tr.Send(call.From, resp)
+	}()
 }
 
-func (r *replica) tailPos(index uint64) int {
-	if len(r.tail) == 0 || index < r.tail[0].Index {
-		return 0
-	}
-	return int(index - r.tail[0].Index)
-}
-
-func (r *replica) entriesFromTail(from, to uint64) []Entry {
-	if len(r.tail) == 0 || from < r.tail[0].Index || to > r.tail[len(r.tail)-1].Index {
-		return nil
-	}
-	i := int(from - r.tail[0].Index)
-	j := int(to - r.tail[0].Index)
-	return slices.Clone(r.tail[i : j+1])
-}
-
-// durableEntries returns entries [from, to] from memory or the log.
-func (r *replica) durableEntries(from, to uint64) ([]Entry, error) {
-	if from > to {
-		return nil, nil
-	}
-	if ents := r.entriesFromTail(from, to); ents != nil {
-		return ents, nil
-	}
-	var out []Entry
-	err := r.wal.read(from, to, replayBatchEntries, func(b []Entry) error {
-		out = append(out, b...)
-		return nil
-	})
-	return out, err
-}
-
-func (r *replica) zxidAt(index uint64) (uint64, bool) {
-	for _, e := range r.pending {
-		if e.Index == index {
-			return e.Zxid, true
-		}
-	}
-	return r.wal.zxidAt(index)
-}
-
-func (r *replica) publish() {
+// publish records the Core's figures for Status.
+func (r *replica) publish(rd Ready) {
+	cs := rd.Status
 	st := Status{
-		ID: r.id, Role: r.role, LeaderID: r.leader, Epoch: r.ep.Current, AcceptedEpoch: r.ep.Accepted,
-		LastZxid: r.lastZxid, LastIndex: r.durable, CommittedIndex: r.commit,
-		LeaderChanges: r.leaderChanges,
-	}
-	if r.role == RoleLooking {
-		st.LeaderID = 0
+		ID: r.id, Role: cs.Role, LeaderID: cs.LeaderID, Epoch: cs.Epoch, AcceptedEpoch: cs.AcceptedEpoch,
+		LastZxid: cs.LastZxid, LastIndex: cs.LastIndex, CommittedIndex: cs.CommittedIndex,
+		LeaderChanges: cs.LeaderChanges,
 	}
 	r.smu.Lock()
-	if r.ls != nil {
-		st.PeerAcked = r.status.PeerAcked // refreshed by publishPeers
+	switch {
+	case cs.Role != RoleLeader:
+	case rd.PeerAcked != nil:
+		st.PeerAcked = rd.PeerAcked
+	default:
+		st.PeerAcked = r.status.PeerAcked
 	}
 	r.status = st
 	r.smu.Unlock()
-	r.m.lastZxid.Store(r.lastZxid)
-	r.m.epoch.Store(r.ep.Current)
-}
-
-// publishPeers records, for Status, how far each synchronized peer has
-// acknowledged the log: once a tick, so that acknowledgements cost no
-// lock.
-func (r *replica) publishPeers() {
-	acked := make(map[uint64]uint64, len(r.ls.peers))
-	for id, ps := range r.ls.peers {
-		if ps.phase >= pSynced {
-			acked[id] = ps.acked
-		}
-	}
-	r.smu.Lock()
-	r.status.PeerAcked = acked
-	r.smu.Unlock()
-}
-
-func (r *replica) send(to uint64, m Message) { r.tr.Send(to, m) }
-
-func (r *replica) setRole(role string, leader uint64) {
-	switch {
-	case role == RoleLooking && r.role != RoleLooking:
-		r.lookingSince = time.Now()
-	case role != RoleLooking && r.role == RoleLooking && !r.lookingSince.IsZero():
-		r.cfg.Observer.ElectionFinished(time.Since(r.lookingSince))
-	}
-	r.role, r.leader = role, leader
-	if role != RoleLooking && leader != 0 {
-		seen := [2]uint64{leader, uint64(r.ep.Current)}
-		if seen != r.lastLeadership {
-			r.lastLeadership = seen
-			r.leaderChanges++
-		}
-	}
-	rc := RoleChange{Role: role, LeaderID: leader, Epoch: r.ep.Current}
-	if role == RoleLooking {
-		rc.LeaderID = 0
-	}
-	r.m.roles.publish(rc)
-	r.log.Info("zab role", "id", r.id, "role", role, "leader", rc.LeaderID, "epoch", r.ep.Current)
-	r.publish()
-}
-
-func (r *replica) persistEpochs(e epochs) bool {
-	if err := writeEpochs(r.cfg.Dir, e); err != nil {
-		r.fatal(err)
-		return false
-	}
-	r.ep = e
-	return true
-}
-
-// randomTicks returns a random wait between one and two election timeouts.
-func (r *replica) randomTicks() uint64 { return r.etTicks + r.rng.Uint64N(r.etTicks+1) }
-
-func (r *replica) newNonce() uint64 {
-	r.nonceSeq++
-	return r.nonceSeq<<16 | r.rng.Uint64N(1<<16)
+	r.m.lastZxid.Store(cs.LastZxid)
+	r.m.epoch.Store(cs.Epoch)
+	r.m.committedIndex.Store(min(cs.CommittedIndex, cs.LastIndex))
 }
 
 // ---- local requests ----
@@ -667,11 +625,15 @@ func (r *replica) handleEvent(ev loopEvent) {
 	case ev.prop != nil:
 		r.handleProposal(ev.prop)
 	case ev.read != nil:
-		r.handleLocalRead(ev.read)
+		r.rpcSeq++
+		r.rpcs[r.rpcSeq] = ev.read
+		r.core.ReadIndex(r.rpcSeq)
 	case ev.call != nil:
-		r.handleLocalCall(ev.call)
+		r.rpcSeq++
+		r.rpcs[r.rpcSeq] = ev.call
+		r.core.Call(r.rpcSeq, ev.call.payload)
 	case ev.snap != nil:
-		r.handleSnapResult(ev.snap)
+		r.core.SnapshotTaken(*ev.snap)
 	}
 }
 
@@ -685,27 +647,7 @@ func (r *replica) handleProposal(p *proposal) {
 		}
 		return
 	}
-	leading := r.ls != nil && r.ls.phase == lBroadcast
-	if p.leaderEpoch != 0 && (!leading || r.ls.epoch != p.leaderEpoch) {
-		if r.takeWaiter(p.reqID) != nil {
-			p.finish(nil, ErrLeaderChanged)
-		}
-		return
-	}
-	switch {
-	case leading:
-		if !r.leaderAppend(r.id, p.reqID, p.data) {
-			if r.takeWaiter(p.reqID) != nil {
-				p.finish(nil, ErrNoLeader)
-			}
-		}
-	case r.fs != nil && r.fs.phase == fBroadcast:
-		r.send(r.leader, Message{Type: MsgRequest, Epoch: r.fs.epoch, Origin: r.id, ReqID: p.reqID, Data: p.data})
-	default:
-		if r.takeWaiter(p.reqID) != nil {
-			p.finish(nil, ErrNoLeader)
-		}
-	}
+	r.core.Propose(Proposal{ReqID: p.reqID, Data: p.data, LeaderEpoch: p.leaderEpoch, Time: r.cfg.Clock().UnixMilli()})
 }
 
 // takeIfGone reports whether p is no longer waiting (its caller gave up).
@@ -715,167 +657,12 @@ func (r *replica) takeIfGone(p *proposal) bool {
 	return r.waiters[p.reqID] != p
 }
 
-func (r *replica) handleLocalRead(w *rpcWait) {
-	switch {
-	case r.ls != nil && r.ls.phase == lBroadcast:
-		r.leaderRead(func(index uint64, err error) { w.done <- rpcResult{index: index, err: err} })
-	case r.fs != nil && r.fs.phase == fBroadcast:
-		n := r.newNonce()
-		w.expires = r.now + 4*r.etTicks
-		r.rpcs[n] = w
-		r.send(r.leader, Message{Type: MsgReadIndex, Epoch: r.fs.epoch, Nonce: n})
-	default:
-		w.done <- rpcResult{err: ErrNoLeader}
-	}
-}
-
-func (r *replica) handleLocalCall(w *rpcWait) {
-	switch {
-	case r.ls != nil && r.ls.phase == lBroadcast:
-		w.done <- rpcResult{err: errRunLocally}
-	case r.fs != nil && r.fs.phase == fBroadcast:
-		n := r.newNonce()
-		w.expires = r.now + 4*r.etTicks
-		r.rpcs[n] = w
-		r.send(r.leader, Message{Type: MsgCall, Epoch: r.fs.epoch, Nonce: n, Data: w.payload})
-	default:
-		w.done <- rpcResult{err: ErrNoLeader}
-	}
-}
-
-func (r *replica) failRPCs(err error) {
-	for n, w := range r.rpcs {
-		w.done <- rpcResult{err: err}
-		delete(r.rpcs, n)
-	}
-}
-
-// ---- messages ----
-
-func (r *replica) handle(env Envelope) {
-	msg := &env.Msg
-	if msg.Type == MsgNotification {
-		r.handleNotification(env.From, msg)
-		return
-	}
-	if r.ls != nil {
-		r.leaderHandle(env.From, msg)
-		return
-	}
-	if r.fs != nil && env.From == r.leader {
-		r.followerHandle(msg)
-		return
-	}
-	// Requests that reached a member that does not lead.
-	switch msg.Type {
-	case MsgRequest:
-		r.send(env.From, Message{Type: MsgRequestFail, ReqID: msg.ReqID, Err: ErrNoLeader.Error()})
-	case MsgReadIndex:
-		r.send(env.From, Message{Type: MsgReadIndexResp, Nonce: msg.Nonce, Err: ErrNoLeader.Error()})
-	case MsgCall:
-		r.send(env.From, Message{Type: MsgCallResp, Nonce: msg.Nonce, Err: ErrNoLeader.Error()})
-	}
-}
-
-// ---- role transitions ----
-
-// leaveRole ends whatever role the member had: every waiter that cannot
-// be answered by this leadership is failed.
-func (r *replica) leaveRole(why string) {
-	// Whatever the writer holds becomes durable first, so the log, lastZxid
-	// and durable agree again before a vote or FOLLOWERINFO names them.
-	r.drainLog()
-	wasActive := (r.ls != nil && r.ls.phase == lBroadcast) || (r.fs != nil && r.fs.phase == fBroadcast)
-	if r.ls != nil {
-		r.ls.failReads(ErrLeaderChanged)
-	}
-	r.ls, r.fs = nil, nil
-	err := ErrNoLeader
-	if wasActive {
-		err = ErrLeaderChanged
-	}
-	r.failWaiters(err)
-	r.failRPCs(err)
-	// Entries not yet written belong to the old leadership; drop them
-	// (they were never acknowledged).
-	if len(r.pending) > 0 {
-		r.lastIndex, r.lastZxid = r.durable, r.walLastZxid()
-		r.pending = nil
-	}
-	_ = why
-}
-
-func (r *replica) walLastZxid() uint64 {
-	if z, ok := r.wal.zxidAt(r.durable); ok {
-		return z
-	}
-	return r.lastZxid
-}
-
-func (r *replica) becomeLooking(why string) {
-	if r.role != "" {
-		r.log.Info("zab looking for a leader", "id", r.id, "why", why)
-	}
-	r.leaveRole(why)
-	r.el.start(r)
-	r.setRole(RoleLooking, 0)
-}
-
-func (r *replica) becomeFollower(leader uint64) {
-	r.leaveRole("following")
-	r.fs = &followerState{phase: fDiscover, nonce: r.newNonce(), heard: r.now, deadline: r.now + r.randomTicks()}
-	r.leader = leader
-	r.send(leader, r.followerInfo())
-}
-
-func (r *replica) followerInfo() Message {
-	m := Message{Type: MsgFollowerInfo, Epoch: r.ep.Accepted, Zxid: r.lastZxid, Index: r.durable, Nonce: r.fs.nonce}
-	if !r.voter {
-		m.Flags |= FlagObserver
-	}
-	return m
-}
-
-// ---- ticks ----
-
-func (r *replica) tick() {
-	r.now++
-	for n, w := range r.rpcs {
-		if r.now > w.expires {
-			w.done <- rpcResult{err: ErrNoLeader}
-			delete(r.rpcs, n)
-		}
-	}
-	switch {
-	case r.ls != nil:
-		r.leaderTick()
-		if r.ls != nil { // the tick may have ended the leadership
-			r.publishPeers()
-		}
-	case r.fs != nil:
-		r.followerTick()
-	default:
-		r.el.tick(r)
-	}
-}
-
 // ---- the applier ----
 
 type applyItem struct {
 	entries []Entry
-	snap    *snapRequest
+	snap    *SnapshotRequest
 	restore *restoreRequest
-}
-
-type snapRequest struct {
-	peer, nonce uint64
-}
-
-type snapResult struct {
-	peer, nonce uint64
-	index, zxid uint64
-	data        []byte
-	err         error
 }
 
 type restoreRequest struct {
@@ -1000,20 +787,20 @@ func (r *replica) applyEntries(ents []Entry) error {
 func (r *replica) applyOther(it applyItem) error {
 	switch {
 	case it.snap != nil:
-		res := &snapResult{peer: it.snap.peer, nonce: it.snap.nonce}
+		res := &Snapshot{Peer: it.snap.Peer, Nonce: it.snap.Nonce}
 		ss, ok := r.sm.(Snapshotter)
 		if !ok {
-			res.err = errors.New("the state machine cannot take snapshots")
+			res.Err = errors.New("the state machine cannot take snapshots")
 		} else {
 			var buf bytes.Buffer
-			res.index, res.err = ss.Snapshot(&buf)
-			res.data = buf.Bytes()
-			if res.err == nil {
-				z, known := r.wal.zxidAt(res.index)
+			res.Index, res.Err = ss.Snapshot(&buf)
+			res.Data = buf.Bytes()
+			if res.Err == nil {
+				z, known := r.wal.zxidAt(res.Index)
 				if !known {
-					res.err = fmt.Errorf("snapshot at index %d: its zxid is no longer known", res.index)
+					res.Err = fmt.Errorf("snapshot at index %d: its zxid is no longer known", res.Index)
 				}
-				res.zxid = z
+				res.Zxid = z
 			}
 		}
 		select {

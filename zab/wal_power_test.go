@@ -400,7 +400,7 @@ func TestWriteFileAtomicSurvivesPowerLoss(t *testing.T) {
 	}
 	t.Logf("seed %d (replay with -zab.power.seed=%d)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
-	oldData, newData := encodeEpochs(epochs{Accepted: 3, Current: 2}), encodeEpochs(epochs{Accepted: 4, Current: 4})
+	oldData, newData := encodeEpochs(Epochs{Accepted: 3, Current: 2}), encodeEpochs(Epochs{Accepted: 4, Current: 4})
 	path := filepath.Join("/log", epochFileName)
 	for cut := 1; ; cut++ {
 		fsys := newPowerFS(rng, 8, 4)
