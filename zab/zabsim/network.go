@@ -12,7 +12,11 @@ import (
 // longer; cut links drop everything sent over them, including what is
 // already in flight when the link is cut.
 type network struct {
-	rng *rand.Rand
+	seed uint64
+	// sent counts messages per link: each message's fate is drawn from
+	// (seed, link, count), so removing an event from a trace changes the
+	// fates of the messages it changes, not of every later message.
+	sent map[[2]uint64]uint64
 	// cut[from][to] blocks messages from → to.
 	cut map[[2]uint64]bool
 	// dropPct is the drop percentage while lossy; 0 when calm.
@@ -27,8 +31,8 @@ const (
 	longDelay = 400 // the tail of a lossy network: held back, so overtaken
 )
 
-func newNetwork(rng *rand.Rand, stats *Stats) *network {
-	return &network{rng: rng, cut: map[[2]uint64]bool{}, stats: stats}
+func newNetwork(seed uint64, stats *Stats) *network {
+	return &network{seed: seed, sent: map[[2]uint64]uint64{}, cut: map[[2]uint64]bool{}, stats: stats}
 }
 
 // plan returns when copies of one message sent now arrive: none if it is
@@ -38,9 +42,12 @@ func (n *network) plan(from, to uint64, now int64) []int64 {
 		n.stats.Faults["drop-cut"]++
 		return nil
 	}
+	link := [2]uint64{from, to}
+	n.sent[link]++
+	rng := dice(n.seed, from<<32|to, n.sent[link])
 	copies := 1
 	if n.dropPct > 0 {
-		switch p := n.rng.IntN(100); {
+		switch p := rng.IntN(100); {
 		case p < n.dropPct:
 			n.stats.Faults["drop"]++
 			return nil
@@ -51,10 +58,10 @@ func (n *network) plan(from, to uint64, now int64) []int64 {
 	}
 	at := make([]int64, copies)
 	for i := range at {
-		d := int64(minDelay + n.rng.IntN(maxDelay-minDelay+1))
-		if n.dropPct > 0 && n.rng.IntN(10) == 0 {
+		d := int64(minDelay + rng.IntN(maxDelay-minDelay+1))
+		if n.dropPct > 0 && rng.IntN(10) == 0 {
 			n.stats.Faults["delay"]++
-			d += int64(n.rng.IntN(longDelay))
+			d += int64(rng.IntN(longDelay))
 		}
 		at[i] = now + d
 	}
@@ -90,6 +97,12 @@ func (n *network) partition(group, all []uint64, oneWay bool) {
 }
 
 func (n *network) heal() { clear(n.cut) }
+
+// dice returns the random source of one decision: the run's seed, a
+// stream (a link, a member's disk) and a count within it.
+func dice(seed, stream, count uint64) *rand.Rand {
+	return rand.New(rand.NewPCG(seed^stream*0x9e3779b97f4a7c15, count))
+}
 
 // copyMessage gives each delivery its own copy: a receiver owns what it is
 // delivered and may keep or change it.

@@ -3,6 +3,7 @@ package zabsim
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 
 	"github.com/januskv/janus/zab"
 )
@@ -27,6 +28,7 @@ type node struct {
 	tickPeriod  int64
 	clockOffset int64
 	fsyncMax    int64  // this disk's slowest fdatasync
+	rolls       uint64 // draws from its own random stream
 	reqSeq      uint64 // survives restarts, as the real member's random start does
 
 	// The incarnation.
@@ -128,8 +130,15 @@ func (n *node) start() {
 	n.up, n.core, n.role, n.epoch = true, core, zab.RoleLooking, d.current
 	n.applyQ, n.applyAt, n.waiters, n.lateEpochs = nil, false, map[uint64]*waiter{}, nil
 	n.fsyncGen++
-	n.s.ag.push(&item{at: n.s.now + 1 + n.s.rng.Int64N(n.tickPeriod), kind: evTick, to: n.id, inc: n.inc})
+	n.s.ag.push(&item{at: n.s.now + 1 + n.dice().Int64N(n.tickPeriod), kind: evTick, to: n.id, inc: n.inc})
 	n.ready()
+}
+
+// dice draws this member's next latency: from its own stream, so that
+// what other members do does not change it.
+func (n *node) dice() *rand.Rand {
+	n.rolls++
+	return dice(n.s.trace.Seed, 1<<63|n.id, n.rolls)
 }
 
 // restoredBase mirrors zab's base for a log restarted under a state that
@@ -183,7 +192,7 @@ func (n *node) handle(it *item) {
 func (n *node) startGroup() {
 	if n.disk.startGroup() {
 		n.fsyncGen++
-		n.s.ag.push(&item{at: n.s.now + 1 + n.s.rng.Int64N(n.fsyncMax), kind: evFsync, to: n.id, inc: n.inc, gen: n.fsyncGen})
+		n.s.ag.push(&item{at: n.s.now + 1 + n.dice().Int64N(n.fsyncMax), kind: evFsync, to: n.id, inc: n.inc, gen: n.fsyncGen})
 	}
 }
 
@@ -393,7 +402,7 @@ func (n *node) install(in *zab.SyncInstall) {
 func (n *node) scheduleApply() {
 	if !n.applyAt {
 		n.applyAt = true
-		n.s.ag.push(&item{at: n.s.now + n.s.rng.Int64N(maxApplyDelay+1), kind: evApply, to: n.id, inc: n.inc})
+		n.s.ag.push(&item{at: n.s.now + n.dice().Int64N(maxApplyDelay+1), kind: evApply, to: n.id, inc: n.inc})
 	}
 }
 
@@ -486,7 +495,7 @@ func (n *node) fail(reqID uint64, err error) {
 		return
 	}
 	delete(n.waiters, reqID)
-	if errors.Is(err, zab.ErrNoLeader) {
+	if errors.Is(err, zab.ErrNoLeader) && n.s.opts.CheckRefusals {
 		n.s.fail(n.s.chk.refuse(n.id, reqID))
 	}
 }

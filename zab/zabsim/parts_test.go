@@ -68,7 +68,7 @@ func TestGeneratorIsDeterministic(t *testing.T) {
 
 func TestNetworkCutsAndLosses(t *testing.T) {
 	st := newStats()
-	n := newNetwork(rand.New(rand.NewPCG(1, 2)), st)
+	n := newNetwork(12, st)
 	all := []uint64{1, 2, 3}
 	n.partition([]uint64{1}, all, true)
 	if got := n.plan(1, 2, 0); got != nil {
