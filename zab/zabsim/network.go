@@ -13,10 +13,13 @@ import (
 // already in flight when the link is cut.
 type network struct {
 	seed uint64
-	// sent counts messages per link: each message's fate is drawn from
-	// (seed, link, count), so removing an event from a trace changes the
-	// fates of the messages it changes, not of every later message.
-	sent map[[2]uint64]uint64
+	// Each message's fate is drawn from (seed, link, type, send time,
+	// count at that time): removing an event from a trace changes the
+	// fates of the messages it changes, not of every later message (ticks,
+	// and so heartbeats, keep their times). sent counts this instant's
+	// messages per link.
+	sent   map[[2]uint64]uint64
+	sentAt int64
 	// cut[from][to] blocks messages from → to.
 	cut map[[2]uint64]bool
 	// dropPct is the drop percentage while lossy; 0 when calm.
@@ -37,14 +40,18 @@ func newNetwork(seed uint64, stats *Stats) *network {
 
 // plan returns when copies of one message sent now arrive: none if it is
 // dropped, two if it is duplicated.
-func (n *network) plan(from, to uint64, now int64) []int64 {
+func (n *network) plan(from, to uint64, typ zab.MsgType, now int64) []int64 {
 	if n.cut[[2]uint64{from, to}] {
 		n.stats.Faults["drop-cut"]++
 		return nil
 	}
+	if now != n.sentAt {
+		clear(n.sent)
+		n.sentAt = now
+	}
 	link := [2]uint64{from, to}
 	n.sent[link]++
-	rng := dice(n.seed, from<<32|to, n.sent[link])
+	rng := dice(n.seed, uint64(typ)<<56|from<<28|to, uint64(now)<<16|n.sent[link])
 	copies := 1
 	if n.dropPct > 0 {
 		switch p := rng.IntN(100); {

@@ -28,7 +28,8 @@ type node struct {
 	tickPeriod  int64
 	clockOffset int64
 	fsyncMax    int64  // this disk's slowest fdatasync
-	rolls       uint64 // draws from its own random stream
+	rolls       uint64 // draws at rolledAt from its own random stream
+	rolledAt    int64
 	reqSeq      uint64 // survives restarts, as the real member's random start does
 
 	// The incarnation.
@@ -134,11 +135,15 @@ func (n *node) start() {
 	n.ready()
 }
 
-// dice draws this member's next latency: from its own stream, so that
-// what other members do does not change it.
+// dice draws this member's next latency: from its own stream and the
+// time, so that what other members do, and what happened before, change
+// it as little as possible.
 func (n *node) dice() *rand.Rand {
+	if n.rolledAt != n.s.now {
+		n.rolls, n.rolledAt = 0, n.s.now
+	}
 	n.rolls++
-	return dice(n.s.trace.Seed, 1<<63|n.id, n.rolls)
+	return dice(n.s.trace.Seed, 1<<63|n.id, uint64(n.s.now)<<16|n.rolls)
 }
 
 // restoredBase mirrors zab's base for a log restarted under a state that

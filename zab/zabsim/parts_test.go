@@ -71,10 +71,10 @@ func TestNetworkCutsAndLosses(t *testing.T) {
 	n := newNetwork(12, st)
 	all := []uint64{1, 2, 3}
 	n.partition([]uint64{1}, all, true)
-	if got := n.plan(1, 2, 0); got != nil {
+	if got := n.plan(1, 2, zab.MsgAck, 0); got != nil {
 		t.Errorf("one-way cut 1→2 delivered at %v", got)
 	}
-	if got := n.plan(2, 1, 0); len(got) != 1 {
+	if got := n.plan(2, 1, zab.MsgAck, 0); len(got) != 1 {
 		t.Errorf("one-way cut 1→2 also cut 2→1: %v", got)
 	}
 	n.heal()
@@ -86,7 +86,7 @@ func TestNetworkCutsAndLosses(t *testing.T) {
 	n.dropPct = 30
 	copies := map[int]int{}
 	for range 2000 {
-		at := n.plan(1, 2, 100)
+		at := n.plan(1, 2, zab.MsgAck, 100)
 		copies[len(at)]++
 		for _, a := range at {
 			if a <= 100 || a > 100+maxDelay+longDelay {

@@ -59,10 +59,12 @@ type Options struct {
 	EndToEndOnly bool
 	// CheckRefusals checks that a proposal refused with ErrNoLeader
 	// ("nothing proposed") never commits. It is off by default because the
-	// core breaks it when the network duplicates a forwarded REQUEST: a
-	// member that does not lead (a leader restarted since it proposed the
-	// first copy) answers the late copy with REQUESTFAIL, and the origin
-	// refuses a proposal that commits (testdata/requestfail.trace).
+	// core breaks it when the network duplicates a forwarded REQUEST: the
+	// leader proposes the first copy, loses its quorum, answers the late
+	// copy with REQUESTFAIL (it no longer leads), and the origin refuses
+	// with ErrNoLeader a proposal that the next epoch commits. testdata/requestfail.trace
+	// replays it: go test ./zab/zabsim -run TestSimulate$ -zabsim.refusals
+	// -zabsim.trace=testdata/requestfail.trace -zabsim.v
 	CheckRefusals bool
 	// Log, if set, receives a line per external event and per role
 	// change (for replaying a failure by eye).
@@ -317,7 +319,7 @@ func (s *sim) send(from, to uint64, msg zab.Message) {
 	if s.nodes[to] == nil {
 		return
 	}
-	for _, at := range s.net.plan(from, to, s.now) {
+	for _, at := range s.net.plan(from, to, msg.Type, s.now) {
 		s.ag.push(&item{at: at, kind: evDeliver, from: from, to: to, msg: copyMessage(msg)})
 	}
 }
