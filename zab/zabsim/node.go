@@ -42,6 +42,8 @@ type node struct {
 	// scheduled.
 	applyQ  []applyItem
 	applyAt bool
+	// readyAt says a Ready is due (inputs are being gathered).
+	readyAt bool
 	// fsyncGen names the group write in flight, so that a stale fsync
 	// completion (the group was drained meanwhile) is ignored.
 	fsyncGen uint64
@@ -129,7 +131,7 @@ func (n *node) start() {
 		return
 	}
 	n.up, n.core, n.role, n.epoch = true, core, zab.RoleLooking, d.current
-	n.applyQ, n.applyAt, n.waiters, n.lateEpochs = nil, false, map[uint64]*waiter{}, nil
+	n.applyQ, n.applyAt, n.readyAt, n.waiters, n.lateEpochs = nil, false, false, map[uint64]*waiter{}, nil
 	n.fsyncGen++
 	n.s.ag.push(&item{at: n.s.now + 1 + n.dice().Int64N(n.tickPeriod), kind: evTick, to: n.id, inc: n.inc})
 	n.ready()
@@ -189,8 +191,27 @@ func (n *node) handle(it *item) {
 		n.applyAt = false
 		n.applyAll()
 		return // the applier feeds the core only through SnapshotTaken
+	case evReady:
+		n.readyAt = false
+		n.ready()
+		return
 	}
-	n.ready()
+	n.readySoon()
+}
+
+// readySoon takes the Core's Ready now, or (half the time, unless the
+// Core says its output is urgent) a little later, after more inputs: the
+// real driver gathers what arrives together and takes one Ready for it
+// all.
+func (n *node) readySoon() {
+	if n.core.Urgent() || n.dice().IntN(2) == 0 {
+		n.ready()
+		return
+	}
+	if !n.readyAt {
+		n.readyAt = true
+		n.s.ag.push(&item{at: n.s.now + n.dice().Int64N(4), kind: evReady, to: n.id, inc: n.inc})
+	}
 }
 
 // startGroup starts the next group write if the writer is idle.
@@ -491,7 +512,7 @@ func (n *node) propose(probe bool) {
 	n.waiters[id] = &waiter{probe: probe}
 	n.s.stats.Proposals++
 	n.core.Propose(zab.Proposal{ReqID: id, Data: fmt.Appendf(nil, "%d/%d", n.id, id), Time: n.wallClock()})
-	n.ready()
+	n.readySoon()
 }
 
 // fail answers a waiting proposal with err.

@@ -18,6 +18,7 @@ const (
 	evApply                      // a member's applier takes its queue
 	evExternal                   // a fault or workload event of the trace
 	evProbe                      // the liveness phase proposes again
+	evReady                      // a member takes the Ready of the inputs it gathered
 )
 
 type item struct {

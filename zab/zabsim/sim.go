@@ -170,6 +170,7 @@ func newSim(t *Trace, opts Options) *sim {
 	s.stats.Runs = 1
 	s.chk = newChecker(func() (int, int64) { return s.step, s.now })
 	s.chk.checks = s.stats.Checks
+	s.chk.refusals = opts.CheckRefusals
 	s.net = newNetwork(t.Seed, s.stats)
 	for i := 1; i <= t.Voters+t.Observers; i++ {
 		id := uint64(i)

@@ -13,7 +13,7 @@ import (
 )
 
 var (
-	seedsFlag = flag.Int("zabsim.seeds", 200, "seeds TestSimulate runs")
+	seedsFlag = flag.Int("zabsim.seeds", 300, "seeds TestSimulate runs")
 	baseFlag  = flag.Uint64("zabsim.base", 0, "first seed TestSimulate runs (0: one from the clock, logged)")
 	seedFlag  = flag.Uint64("zabsim.seed", 0, "replay this one seed (0: run -zabsim.seeds seeds)")
 	stepsFlag = flag.Int("zabsim.steps", 3000, "steps of the faulty phase of each run")
