@@ -1,7 +1,10 @@
 package zabsim
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/januskv/janus/zab"
 )
@@ -22,8 +25,12 @@ func (v *Violation) Error() string {
 // checker holds what the whole run has established and checks every
 // member's observable state against it.
 type checker struct {
-	// committed is the committed log as members applied it: index → zxid.
-	committed map[uint64]uint64
+	// committed is the committed log as members applied it: the zxid at
+	// each index (0 where no member applied one yet; no entry has zxid 0).
+	// A slice, so the checks walk it in index order and a failure reads
+	// the same on every replay.
+	committed []uint64
+	times     []int64 // Entry.Time at each committed index
 	// reqAt is where each proposal (origin, reqID) committed.
 	reqAt map[[2]uint64]uint64
 	// hashes is the applied-state hash after each index.
@@ -45,7 +52,7 @@ type checker struct {
 
 func newChecker(current func() (int, int64)) *checker {
 	return &checker{
-		committed: map[uint64]uint64{}, reqAt: map[[2]uint64]uint64{}, hashes: map[uint64]uint64{},
+		reqAt: map[[2]uint64]uint64{}, hashes: map[uint64]uint64{},
 		leaders: map[uint32]uint64{}, acked: map[[2]uint64]uint64{}, refused: map[[2]uint64]bool{},
 		epochs: map[uint64][2]uint32{}, lastZx: map[uint64]uint64{}, checks: map[string]int{},
 		current: current,
@@ -61,10 +68,22 @@ func (c *checker) fail(member uint64, format string, args ...any) error {
 // the committed log and the applied states agree on every member.
 func (c *checker) applied(member uint64, e *zab.Entry, hash uint64) error {
 	c.checks["committed-prefix"]++
-	if z, ok := c.committed[e.Index]; ok && z != e.Zxid {
+	if z, ok := c.committedAt(e.Index); ok && z != e.Zxid {
 		return c.fail(member, "applied index %d zxid %s, but %s committed there", e.Index, zab.FormatZxid(e.Zxid), zab.FormatZxid(z))
 	}
+	for uint64(len(c.committed)) <= e.Index {
+		c.committed = append(c.committed, 0)
+		c.times = append(c.times, 0)
+	}
 	c.committed[e.Index] = e.Zxid
+	c.times[e.Index] = e.Time
+	c.checks["time-monotonic"]++
+	if _, ok := c.committedAt(e.Index - 1); ok && e.Time < c.times[e.Index-1] {
+		return c.fail(member, "entry %d has Time %d, below entry %d's %d", e.Index, e.Time, e.Index-1, c.times[e.Index-1])
+	}
+	if _, ok := c.committedAt(e.Index + 1); ok && e.Time > c.times[e.Index+1] {
+		return c.fail(member, "entry %d has Time %d, above entry %d's %d", e.Index, e.Time, e.Index+1, c.times[e.Index+1])
+	}
 	c.checks["state-hash"]++
 	if h, ok := c.hashes[e.Index]; ok && h != hash {
 		return c.fail(member, "applied state at index %d hashes %x, another member's %x", e.Index, hash, h)
@@ -89,6 +108,13 @@ func (c *checker) applied(member uint64, e *zab.Entry, hash uint64) error {
 
 // ack records a proposal its origin answered: its entry applied there.
 func (c *checker) ack(origin, reqID, index uint64) { c.acked[[2]uint64{origin, reqID}] = index }
+
+func (c *checker) committedAt(index uint64) (uint64, bool) {
+	if index < uint64(len(c.committed)) && c.committed[index] != 0 {
+		return c.committed[index], true
+	}
+	return 0, false
+}
 
 // restored checks a state a member installed from a snapshot.
 func (c *checker) restored(member, index, hash uint64) error {
@@ -127,8 +153,9 @@ func (c *checker) leader(member uint64, epoch uint32, d *disk) error {
 // its base (those at or below it are in its state or trimmed).
 func (c *checker) holdsCommitted(member uint64, d *disk, who string) error {
 	c.checks["committed-kept"]++
-	for i, z := range c.committed {
-		if i <= d.base.index {
+	for i := d.base.index + 1; i < uint64(len(c.committed)); i++ {
+		z := c.committed[i]
+		if z == 0 {
 			continue
 		}
 		got, ok := d.zxidAt(i)
@@ -147,7 +174,7 @@ func (c *checker) holdsCommitted(member uint64, d *disk, who string) error {
 func (c *checker) cut(member uint64, removed []zab.Entry) error {
 	for i := range removed {
 		c.checks["trunc-uncommitted"]++
-		if z, ok := c.committed[removed[i].Index]; ok && z == removed[i].Zxid {
+		if z, ok := c.committedAt(removed[i].Index); ok && z == removed[i].Zxid {
 			return c.fail(member, "log cut loses committed index %d (zxid %s)", removed[i].Index, zab.FormatZxid(z))
 		}
 	}
@@ -182,7 +209,8 @@ func (c *checker) final(leader uint64, d *disk) error {
 	if err := c.holdsCommitted(leader, d, "the final leader"); err != nil {
 		return err
 	}
-	for k, i := range c.acked {
+	for _, k := range slices.SortedFunc(maps.Keys(c.acked), func(a, b [2]uint64) int { return cmp.Compare(c.acked[a], c.acked[b]) }) {
+		i := c.acked[k]
 		c.checks["acked-kept"]++
 		if i <= d.base.index {
 			continue

@@ -67,8 +67,10 @@ type Options struct {
 	// -zabsim.trace=testdata/requestfail.trace -zabsim.v
 	CheckRefusals bool
 	// Log, if set, receives a line per external event and per role
-	// change (for replaying a failure by eye).
-	Log func(format string, args ...any)
+	// change (for replaying a failure by eye); with LogMessages, also one
+	// per message delivered (heartbeats aside).
+	Log         func(format string, args ...any)
+	LogMessages bool
 }
 
 // Stats count what a run (or many) did.
@@ -245,6 +247,11 @@ func (s *sim) runOne() bool {
 		// address gets it, as a message in flight across a restart would.
 		// A link cut while the message was in flight drops it too.
 		if n := s.nodes[it.to]; n.up && s.net.open(it.from, it.to) {
+			if s.opts.LogMessages && it.msg.Type != zab.MsgHeartbeat && it.msg.Type != zab.MsgHeartbeatAck {
+				m := &it.msg
+				s.logf("%d→%d %s epoch=%d zxid=%s index=%d commit=%d seq=%d entries=%d %s", it.from, it.to, m.Type,
+					m.Epoch, zab.FormatZxid(m.Zxid), m.Index, m.Commit, m.Seq, len(m.Entries), m.Err)
+			}
 			n.handle(it)
 		}
 	default:

@@ -18,8 +18,10 @@ var (
 	seedFlag  = flag.Uint64("zabsim.seed", 0, "replay this one seed (0: run -zabsim.seeds seeds)")
 	stepsFlag = flag.Int("zabsim.steps", 3000, "steps of the faulty phase of each run")
 	traceFlag = flag.String("zabsim.trace", "", "replay the trace in this file (as a failure printed it)")
+	keepGoing = flag.Bool("zabsim.keepgoing", false, "run every seed and count the failures, instead of stopping at the first and shrinking it")
 	shrinkFlg = flag.Int("zabsim.shrink", 300, "runs the shrinker may make on a failure (0: do not shrink)")
 	verbose   = flag.Bool("zabsim.v", false, "log every external event and role change")
+	verboseM  = flag.Bool("zabsim.vv", false, "with -zabsim.v, log every message delivered too (heartbeats aside)")
 	refusals  = flag.Bool("zabsim.refusals", false, "check that a proposal refused with ErrNoLeader never commits (off: see Options.CheckRefusals)")
 )
 
@@ -45,6 +47,7 @@ func opts(t testing.TB) Options {
 	o := simOptions()
 	if *verbose {
 		o.Log = func(format string, args ...any) { t.Logf(format, args...) }
+		o.LogMessages = *verboseM
 	}
 	return o
 }
@@ -84,17 +87,26 @@ func TestSimulate(t *testing.T) {
 		}
 	}
 	total := &Stats{}
+	failures := map[string]int{}
 	start := time.Now()
 	for _, seed := range seeds {
 		v, o := shape(seed)
 		res := Generate(seed, v, o, *stepsFlag, opts(t))
 		total.Add(res.Stats)
+		if res.Err != nil && *keepGoing {
+			failures[kindOf(res.Err)]++
+			t.Errorf("seed %d: %v", seed, res.Err)
+			continue
+		}
 		if res.Err != nil {
 			report(t, res, simOptions())
 			return
 		}
 	}
 	logStats(t, total, time.Since(start))
+	if len(failures) > 0 {
+		t.Logf("failures by invariant: %s", formatCounts(failures))
+	}
 }
 
 // report fails the test with everything needed to replay and study the
