@@ -34,7 +34,7 @@ type election struct {
 	vote       vote
 	recv       map[uint64]vote    // looking voters' votes in this round
 	ooe        map[uint64]Message // notifications from members out of the election
-	quorumAt   uint64             // tick the current vote first had a quorum; 0 if not
+	quorumAt   uint64             // 1 + the tick the current vote first had a quorum; 0 if not (a quorum at tick 0 counts too)
 	nextNotify uint64
 	interval   uint64
 	deadline   uint64
@@ -78,7 +78,7 @@ func (e *election) notifyAll(c *Core) {
 }
 
 func (e *election) tick(c *Core) {
-	if e.quorumAt != 0 && c.now >= e.quorumAt+finalizeTicks {
+	if e.quorumAt != 0 && c.now+1 >= e.quorumAt+finalizeTicks {
 		e.decide(c)
 		return
 	}
@@ -114,7 +114,7 @@ func (e *election) checkQuorum(c *Core) {
 	}
 	if n >= c.quorum {
 		if e.quorumAt == 0 {
-			e.quorumAt = c.now
+			e.quorumAt = c.now + 1
 			if c.quorum == 1 {
 				e.decide(c) // nobody else can change the outcome
 			}
