@@ -106,10 +106,10 @@ func (n *node) start() {
 		n.s.fail(n.s.chk.fail(n.id, "reopen: %v", err))
 		return
 	}
-	lastZxid, lastTime := d.durableZxid(), int64(0)
-	if len(unapplied) > 0 {
-		lastTime = unapplied[len(unapplied)-1].Time
-	} else if e, ok := d.entry(d.lastIndex()); ok {
+	// A log that holds no entry (new, or restarted at a snapshot) knows no
+	// Time, as the real log does not.
+	lastTime := int64(0)
+	if e, ok := d.entry(d.lastIndex()); ok {
 		lastTime = e.Time
 	}
 	n.inc++
@@ -123,7 +123,7 @@ func (n *node) start() {
 		Seed:      [2]uint64{n.s.trace.Seed, n.id<<32 | uint64(n.inc)},
 		Log:       logReader{d},
 		Epochs:    zab.Epochs{Accepted: d.accepted, Current: d.current},
-		LastIndex: d.lastIndex(), LastZxid: lastZxid, LastTime: lastTime,
+		LastIndex: d.lastIndex(), LastZxid: d.durableZxid(), LastTime: lastTime,
 		Applied: applied, Unapplied: unapplied,
 	})
 	if err != nil {
