@@ -116,6 +116,20 @@ func (c *checker) committedAt(index uint64) (uint64, bool) {
 	return 0, false
 }
 
+// appliedMax is the highest index any member has applied: a read index
+// taken after this must be at least it.
+func (c *checker) appliedMax() uint64 { return uint64(max(len(c.committed), 1) - 1) }
+
+// readIndex checks the answer to a ReadIndex: it covers every entry any
+// member applied before the read was asked.
+func (c *checker) readIndex(member, index, floor uint64) error {
+	c.checks["read-index"]++
+	if index < floor {
+		return c.fail(member, "ReadIndex answered %d, but index %d was applied before it was asked", index, floor)
+	}
+	return nil
+}
+
 // restored checks a state a member installed from a snapshot.
 func (c *checker) restored(member, index, hash uint64) error {
 	c.checks["state-hash"]++

@@ -35,7 +35,7 @@ const (
 	maxLossy     = 3000
 )
 
-// generator draws a mix of faults and proposals. Faults that last (a
+// generator draws a mix of faults, proposals and reads. Faults that last (a
 // crash, a partition, a lossy network) schedule their own end, so the
 // ensemble is not left broken for good; the liveness phase at the end of
 // a run ends whatever is left.
@@ -98,6 +98,10 @@ func (g *generator) draw(now int64) Event {
 	at := now + 1 + int64(g.rng.ExpFloat64()*g.gap)
 	e := Event{At: at}
 	if g.rng.IntN(100) < g.proposeShare {
+		if g.rng.IntN(5) == 0 {
+			e.Kind, e.Member = EvRead, g.member()
+			return e
+		}
 		e.Kind, e.Member, e.Arg = EvPropose, g.member(), 1+g.rng.IntN(4)
 		return e
 	}

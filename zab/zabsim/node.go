@@ -50,6 +50,10 @@ type node struct {
 	// waiters are this incarnation's proposals still waiting for their
 	// entry, by ReqID; dispatched ones are with the applier.
 	waiters map[uint64]*waiter
+	// reads are this incarnation's ReadIndex requests, by ID, each with
+	// the highest index applied anywhere when it was asked.
+	reads   map[uint64]uint64
+	readSeq uint64
 	// cutTo says this step cut the log (after checking the cut).
 	cutTo bool
 	// lateEpochs are epochs a SabotageLateEpochs driver has not yet
@@ -132,6 +136,7 @@ func (n *node) start() {
 	}
 	n.up, n.core, n.role, n.epoch = true, core, zab.RoleLooking, d.current
 	n.applyQ, n.applyAt, n.readyAt, n.waiters, n.lateEpochs = nil, false, false, map[uint64]*waiter{}, nil
+	n.reads = map[uint64]uint64{}
 	n.fsyncGen++
 	n.s.ag.push(&item{at: n.s.now + 1 + n.dice().Int64N(n.tickPeriod), kind: evTick, to: n.id, inc: n.inc})
 	n.ready()
@@ -308,6 +313,24 @@ func (n *node) carry(rd *zab.Ready) (early uint64) {
 				n.fail(id, rd.FailProposals)
 			}
 		}
+	}
+	for _, a := range rd.Answers {
+		floor, ok := n.reads[a.ID]
+		if !ok {
+			s.fail(s.chk.fail(n.id, "an answer to request %d, which was never asked or already answered", a.ID))
+			continue
+		}
+		delete(n.reads, a.ID)
+		if a.Err == nil {
+			s.stats.Reads++
+			s.fail(s.chk.readIndex(n.id, a.Index, floor))
+		}
+	}
+	for _, c := range rd.Calls {
+		// The leader handler of a CallLeader echoes its payload (the
+		// simulator makes no calls of its own; a core that asks anyway
+		// gets an answer).
+		s.send(n.id, c.From, zab.Message{Type: zab.MsgCallResp, Nonce: c.Nonce, Data: c.Payload})
 	}
 	for _, sr := range rd.SnapshotRequests {
 		n.applyQ = append(n.applyQ, applyItem{snap: &sr})
@@ -512,6 +535,14 @@ func (n *node) propose(probe bool) {
 	n.waiters[id] = &waiter{probe: probe}
 	n.s.stats.Proposals++
 	n.core.Propose(zab.Proposal{ReqID: id, Data: fmt.Appendf(nil, "%d/%d", n.id, id), Time: n.wallClock()})
+	n.readySoon()
+}
+
+// read asks the Core for a read index.
+func (n *node) read() {
+	n.readSeq++
+	n.reads[n.readSeq] = n.s.chk.appliedMax()
+	n.core.ReadIndex(n.readSeq)
 	n.readySoon()
 }
 

@@ -266,6 +266,10 @@ func TestCheckerCatches(t *testing.T) {
 			e.Index, e.Zxid = 2, e.Zxid+1
 			return c.applied(1, &e, 8)
 		}},
+		{"a read index below what was applied when it was asked", func(c *checker) error {
+			c.applied(1, &e1, 7)
+			return c.readIndex(2, 0, c.appliedMax())
+		}},
 		{"an acknowledged proposal missing at the end", func(c *checker) error {
 			c.applied(2, &e1, 7)
 			c.ack(2, 5, 1)

@@ -82,6 +82,7 @@ type Stats struct {
 	Checks    map[string]int // invariant checks, by invariant
 	Proposals int
 	Acked     int
+	Reads     int // read indexes answered
 	Elections int // leaderships established
 }
 
@@ -94,6 +95,7 @@ func (s *Stats) Add(o *Stats) {
 	s.Events += o.Events
 	s.Proposals += o.Proposals
 	s.Acked += o.Acked
+	s.Reads += o.Reads
 	s.Elections += o.Elections
 	if s.Faults == nil {
 		s.Faults, s.Checks = map[string]int{}, map[string]int{}
@@ -285,6 +287,10 @@ func (s *sim) external(e Event) {
 			for range max(1, e.Arg) {
 				n.propose(false)
 			}
+		}
+	case EvRead:
+		if n := s.nodes[e.Member]; n != nil && n.up {
+			n.read()
 		}
 	case EvCrash:
 		if n := s.nodes[e.Member]; n != nil && n.up {

@@ -167,8 +167,8 @@ func logStats(t testing.TB, s *Stats, took time.Duration) {
 	for _, v := range s.Checks {
 		checks += v
 	}
-	t.Logf("%d runs, %d steps, %d external events, %d proposals (%d acknowledged), %d leaderships, %d invariant checks, %v",
-		s.Runs, s.Steps, s.Events, s.Proposals, s.Acked, s.Elections, checks, took.Round(time.Millisecond))
+	t.Logf("%d runs, %d steps, %d external events, %d proposals (%d acknowledged), %d read indexes, %d leaderships, %d invariant checks, %v",
+		s.Runs, s.Steps, s.Events, s.Proposals, s.Acked, s.Reads, s.Elections, checks, took.Round(time.Millisecond))
 	t.Logf("faults: %s", formatCounts(s.Faults))
 	t.Logf("checks: %s", formatCounts(s.Checks))
 }

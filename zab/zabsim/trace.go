@@ -42,13 +42,15 @@ const (
 	// EvTrim makes Member's state machine durable and trims its log up to
 	// Arg entries below what it applied, so lagging members need SNAP.
 	EvTrim
+	// EvRead asks Member for a read index (ReadIndex).
+	EvRead
 	kindEnd
 )
 
 var kindNames = [...]string{
 	EvPropose: "propose", EvCrash: "crash", EvRestart: "restart", EvPowerCut: "powercut",
 	EvPartition: "partition", EvOneWay: "oneway", EvHeal: "heal", EvLossy: "lossy", EvCalm: "calm",
-	EvTrim: "trim",
+	EvTrim: "trim", EvRead: "read",
 }
 
 func (k Kind) String() string {
@@ -60,7 +62,7 @@ func (k Kind) String() string {
 
 // fault reports whether removing the event removes a fault (the shrinker
 // removes faults before workload).
-func (k Kind) fault() bool { return k != EvPropose }
+func (k Kind) fault() bool { return k != EvPropose && k != EvRead }
 
 // followUp reports whether the event ends a fault (the generator draws
 // these together with the fault).
