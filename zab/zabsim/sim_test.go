@@ -256,3 +256,44 @@ func TestSabotageIsCaught(t *testing.T) {
 		}
 	}
 }
+
+// TestTraces replays the traces kept in testdata. Each is a run that
+// once failed; knownBug names the core bug one still shows (its failure
+// must still be that one, and when the core is fixed the test says so,
+// so the entry can become a plain regression run).
+func TestTraces(t *testing.T) {
+	tests := []struct {
+		file     string
+		opts     Options
+		knownBug string // the failure's kind (kindOf) while the bug lasts
+	}{
+		// A duplicated REQUEST is proposed once and refused once with
+		// ErrNoLeader ("nothing proposed"); see Options.CheckRefusals.
+		{"requestfail.trace", Options{CheckRefusals: true}, "proposal "},
+		{"requestfail.trace", Options{}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s/refusals=%v", tt.file, tt.opts.CheckRefusals), func(t *testing.T) {
+			f, err := os.Open(filepath.Join("testdata", tt.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr, err := ParseTrace(f)
+			f.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := Replay(tr, tt.opts)
+			switch {
+			case tt.knownBug == "" && res.Err != nil:
+				t.Fatalf("replay -zabsim.trace=testdata/%s: %v", tt.file, res.Err)
+			case tt.knownBug != "" && res.Err == nil:
+				t.Fatalf("known core bug %q no longer shows in testdata/%s: fixed? then expect a clean run", tt.knownBug, tt.file)
+			case tt.knownBug != "" && kindOf(res.Err) != tt.knownBug:
+				t.Fatalf("testdata/%s fails differently from the known bug %q: %v", tt.file, tt.knownBug, res.Err)
+			case res.Err != nil:
+				t.Logf("known core bug still shows: %v", res.Err)
+			}
+		})
+	}
+}
