@@ -393,8 +393,8 @@ func (c *Core) Step(from uint64, msg Message, now int64) {
 // Tick advances logical time by one heartbeat interval.
 func (c *Core) Tick() {
 	c.now++
-	for n, w := range c.rpcs {
-		if c.now > w.expires {
+	for _, n := range sortedKeys(c.rpcs) {
+		if w := c.rpcs[n]; c.now > w.expires {
 			c.answer(Answer{ID: w.id, Err: ErrNoLeader})
 			delete(c.rpcs, n)
 		}

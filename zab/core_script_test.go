@@ -426,6 +426,20 @@ func (env *scriptEnv) checkSend(n *scriptNode, o Outbound) {
 		if m.Index > n.disk.last() {
 			fail("names index %d, disk ends at %d", m.Index, n.disk.last())
 		}
+	case MsgCommit, MsgUpToDate:
+		// Committed means on the disks of a quorum of voters.
+		voters, have := 0, 0
+		for _, o := range env.nodes {
+			if o.core.voter {
+				voters++
+				if o.disk.last() >= m.Commit {
+					have++
+				}
+			}
+		}
+		if have < voters/2+1 {
+			fail("commit %d is on the disks of %d of %d voters", m.Commit, have, voters)
+		}
 	case MsgNotification, MsgFollowerInfo:
 		if len(n.writer) > 0 {
 			fail("the writer still holds %s", entryRange(n.writer))

@@ -5,10 +5,23 @@
 // A member configured without peers is a single member: always the
 // leader, committing an entry as soon as its own log holds it. A member
 // with Config.Peers (voters) and Config.Observers runs Zab: fast leader
-// election, discovery, synchronization and broadcast (see replica.go,
-// election.go, leader.go, follower.go for each phase's contract).
-// Callers see the same API either way: Propose, ReadIndex + WaitApplied,
-// CallLeader, Status, RoleChanges, Trim, Close.
+// election, discovery, synchronization and broadcast (see election.go,
+// leader.go, follower.go for each phase's contract). Callers see the same
+// API either way: Propose, ReadIndex + WaitApplied, CallLeader, Status,
+// RoleChanges, Trim, Close.
+//
+// # Core and driver
+//
+// The protocol is Core (core.go): a state machine with no goroutines,
+// clock, I/O or randomness but its seed, driven by inputs (Step, Tick,
+// Propose, ReadIndex, Call, LogDurable, SnapshotTaken) and answering with
+// a Ready record that says what to persist, install, write, apply and
+// send, in an order its doc comment fixes. Every rule of the replication
+// contract below is carried by that record, so a driver that carries
+// Readies out in order keeps it. replica.go is the driver of a real
+// member (log files, log writer, applier, epoch file, transport, ticker,
+// waiting callers); a simulator can drive many Cores in one goroutine, and
+// the scripts in testdata/core drive them step by step.
 //
 // # Replication contract
 //

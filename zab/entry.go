@@ -23,13 +23,21 @@ type Entry struct {
 	ReqID  uint64
 }
 
+// Result is what a StateMachine's Apply returned for one entry, which
+// Propose and Pending.Wait hand back to its proposer. zab never looks
+// inside it: its type belongs to the state machine. It stays an alias of
+// any rather than a type parameter because Member, Pending and every
+// caller would then carry the parameter for a value only the state
+// machine and its proposer interpret.
+type Result = any
+
 // StateMachine is applied by the member, from one goroutine, in index order.
 // Apply and Sync are never called concurrently.
 type StateMachine interface {
 	// Apply applies committed entries (a contiguous batch) and returns one
 	// result per entry (opaque to zab). An error is fatal for the member
 	// (it stops). Entries and their Data are not reused by zab afterwards.
-	Apply(entries []Entry) ([]any, error)
+	Apply(entries []Entry) ([]Result, error)
 	// AppliedIndex is the last index whose effects the state machine holds
 	// (read at startup; log replay starts after it).
 	AppliedIndex() uint64
@@ -48,7 +56,7 @@ type StateMachine interface {
 // durable returns an error; its other rules are Apply's. Replicated
 // members apply only committed entries and never call it.
 type DurableWaiter interface {
-	ApplyWhen(entries []Entry, durable func() error) ([]any, error)
+	ApplyWhen(entries []Entry, durable func() error) ([]Result, error)
 }
 
 // Skipper is implemented by a StateMachine that can hold, after a crash,

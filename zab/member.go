@@ -306,11 +306,11 @@ type proposal struct {
 }
 
 type result struct {
-	val any
+	val Result
 	err error
 }
 
-func (p *proposal) finish(val any, err error) { p.done <- result{val, err} }
+func (p *proposal) finish(val Result, err error) { p.done <- result{val, err} }
 
 type group struct {
 	entries []Entry
@@ -468,7 +468,7 @@ func open(cfg Config, sm StateMachine, lock *dirLock) (*Member, error) {
 // it is on stable storage and applied. If ctx ends before the proposal is
 // written it is dropped; if it ends later the entry may still commit, and
 // Propose returns ctx.Err() without waiting. data is copied.
-func (m *Member) Propose(ctx context.Context, data []byte) (any, error) {
+func (m *Member) Propose(ctx context.Context, data []byte) (Result, error) {
 	p, err := m.Submit(ctx, data)
 	if err != nil {
 		return nil, err
@@ -536,7 +536,7 @@ func (m *Member) submit(ctx context.Context, data []byte, leaderEpoch uint32) (*
 // Wait returns the state machine's result for the proposal once it is on
 // stable storage and applied, or ctx.Err() if ctx ends first (the entry may
 // still commit).
-func (pd *Pending) Wait(ctx context.Context) (any, error) {
+func (pd *Pending) Wait(ctx context.Context) (Result, error) {
 	m, p := pd.m, pd.p
 	select {
 	case r := <-p.done:
@@ -915,7 +915,7 @@ func (m *Member) runApplier() {
 func (m *Member) applyGroup(g group) error {
 	first, last := g.entries[0].Index, g.entries[len(g.entries)-1].Index
 	var (
-		results []any
+		results []Result
 		err     error
 	)
 	if g.durable != nil {

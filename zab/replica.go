@@ -615,7 +615,6 @@ func (r *replica) publish(rd Ready) {
 	r.smu.Unlock()
 	r.m.lastZxid.Store(cs.LastZxid)
 	r.m.epoch.Store(cs.Epoch)
-	r.m.committedIndex.Store(min(cs.CommittedIndex, cs.LastIndex))
 }
 
 // ---- local requests ----
