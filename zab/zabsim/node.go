@@ -299,7 +299,7 @@ func (n *node) carry(rd *zab.Ready) (early uint64) {
 	// 6. Messages.
 	for _, o := range rd.Messages {
 		if !s.opts.EndToEndOnly {
-			s.fail(n.checkOutbound(&o.Msg))
+			s.fail(n.checkOutbound(&o.Msg, rd.Sync != nil))
 		}
 		s.send(n.id, o.To, o.Msg)
 	}
@@ -348,16 +348,27 @@ func (n *node) carry(rd *zab.Ready) (early uint64) {
 }
 
 // checkOutbound checks what a message about to leave says about this
-// member's disk: an acknowledgement names only durable entries, ACKEPOCH
-// and LEADERINFO only a persisted acceptedEpoch, ACKNEWLEADER only a
-// persisted currentEpoch.
-func (n *node) checkOutbound(m *zab.Message) error {
+// member's disk: an acknowledgement names only durable entries,
+// FOLLOWERINFO and ACKEPOCH offer the durable log's end, ACKEPOCH and
+// LEADERINFO follow a persisted acceptedEpoch, ACKNEWLEADER a persisted
+// currentEpoch.
+func (n *node) checkOutbound(m *zab.Message, synced bool) error {
 	d, st := n.disk, n.s.stats
 	switch m.Type {
 	case zab.MsgAck, zab.MsgAckNewLeader, zab.MsgHeartbeatAck:
 		st.Checks["ack-durable"]++
 		if m.Index > d.durableIndex() {
 			return n.s.chk.fail(n.id, "%s names index %d, the disk holds through %d", m.Type, m.Index, d.durableIndex())
+		}
+	}
+	if (m.Type == zab.MsgFollowerInfo || m.Type == zab.MsgAckEpoch) && !synced {
+		// The history a follower offers is the one on its disk (unless
+		// the message was made before this Ready's synchronization
+		// reshaped the log: then it is stale, as a late copy would be).
+		st.Checks["history-durable"]++
+		if z, ok := d.zxidAt(m.Index); m.Index > d.durableIndex() || !ok || z != m.Zxid {
+			return n.s.chk.fail(n.id, "%s offers index %d zxid %s, the disk holds through %d (zxid there %s)",
+				m.Type, m.Index, zab.FormatZxid(m.Zxid), d.durableIndex(), zab.FormatZxid(z))
 		}
 	}
 	switch m.Type {
