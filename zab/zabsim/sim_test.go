@@ -271,6 +271,10 @@ func TestTraces(t *testing.T) {
 		// ErrNoLeader ("nothing proposed"); see Options.CheckRefusals.
 		{"requestfail.trace", Options{CheckRefusals: true}, "proposal "},
 		{"requestfail.trace", Options{}, ""},
+		// A leader sends SYNC before a quorum acknowledged its epoch; the
+		// follower's new currentEpoch then outranks committed entries, and
+		// it later leads and truncates them.
+		{"earlysync.trace", Options{}, "the core stopped the member: leader "},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%s/refusals=%v", tt.file, tt.opts.CheckRefusals), func(t *testing.T) {
