@@ -39,10 +39,13 @@
 // agrees at equal indexes; a new leader's log holds every committed
 // entry; no TRUNC or SNAP cuts a committed entry; acceptedEpoch and
 // currentEpoch never go back and current never exceeds accepted; a
-// member's durable last zxid goes back only by such a cut. Each Ready is
-// also checked against the disk (an ACK names only durable entries;
-// ACKEPOCH, LEADERINFO and ACKNEWLEADER follow their persisted epochs;
-// committed entries are durable). At the end of a run every fault is
+// member's durable last zxid goes back only by such a cut; a proposal
+// commits at most once; Entry.Time never goes back along the committed
+// log; a ReadIndex answer covers everything applied anywhere before it
+// was asked. Each Ready is also checked against the disk (an ACK names
+// only durable entries; FOLLOWERINFO and ACKEPOCH offer the durable log's
+// end; ACKEPOCH, LEADERINFO and ACKNEWLEADER follow their persisted
+// epochs; committed entries are durable). At the end of a run every fault is
 // healed, and within a bounded number of ticks a leader must be
 // established and a proposal commit; every proposal its origin
 // acknowledged must then be in the leader's log.
