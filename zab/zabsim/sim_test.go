@@ -205,14 +205,7 @@ func TestSimulateIsDeterministic(t *testing.T) {
 	}
 }
 
-var (
-	sabotageSeeds = flag.Int("zabsim.sabotage.seeds", 3000, "seeds TestSabotageIsCaught may run per sabotage before it fails")
-	sabotageSlow  = flag.Bool("zabsim.sabotage.slow", false, "also run the sabotages that take over a thousand seeds end to end")
-)
-
-// slowSabotage are the sabotages the end-to-end invariants take long to
-// notice (lazy-sync: N=1298, about 30 s): they run with -zabsim.sabotage.slow.
-var slowSabotage = map[Sabotage]bool{SabotageLazySync: true}
+var sabotageSeeds = flag.Int("zabsim.sabotage.seeds", 3000, "seeds TestSabotageIsCaught may run per sabotage before it fails")
 
 // TestSabotageIsCaught breaks one rule of the driver's contract at a time
 // (the driver's, never the core's) and requires the simulator to catch
@@ -229,9 +222,6 @@ func TestSabotageIsCaught(t *testing.T) {
 				name = sab.String() + "/end-to-end"
 			}
 			t.Run(name, func(t *testing.T) {
-				if endToEnd && slowSabotage[sab] && !*sabotageSlow {
-					t.Skip("takes over a thousand seeds; run with -zabsim.sabotage.slow")
-				}
 				o := simOptions()
 				o.Sabotage, o.EndToEndOnly = sab, endToEnd
 				start := time.Now()
