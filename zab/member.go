@@ -937,11 +937,10 @@ func (m *Member) applyGroup(g group) error {
 	return nil
 }
 
-// runTrimmer trims the log every TrimInterval until the member stops.
-func (m *Member) runTrimmer() {
-	defer m.wg.Done()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+// untilStopped returns a context that ends when parent does or when the
+// member stops; cancel releases the goroutine that watches for the stop.
+func (m *Member) untilStopped(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
 	go func() {
 		select {
 		case <-m.stopCh:
@@ -949,6 +948,14 @@ func (m *Member) runTrimmer() {
 		case <-ctx.Done():
 		}
 	}()
+	return ctx, cancel
+}
+
+// runTrimmer trims the log every TrimInterval until the member stops.
+func (m *Member) runTrimmer() {
+	defer m.wg.Done()
+	ctx, cancel := m.untilStopped(context.Background())
+	defer cancel()
 	t := time.NewTicker(m.cfg.TrimInterval)
 	defer t.Stop()
 	for {

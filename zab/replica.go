@@ -577,15 +577,10 @@ func (r *replica) serveCall(call LeaderCall) {
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), 4*r.cfg.ElectionTimeout)
+		ctx, cancel := m.untilStopped(context.Background())
 		defer cancel()
-		go func() {
-			select {
-			case <-m.stopCh:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
+		ctx, cancelTimeout := context.WithTimeout(ctx, 4*r.cfg.ElectionTimeout)
+		defer cancelTimeout()
 		out, err := m.callLocal(ctx, call.Payload)
 		resp := Message{Type: MsgCallResp, Nonce: call.Nonce, Data: out}
 		if err != nil {
