@@ -57,16 +57,7 @@ func opts(t testing.TB) Options {
 // replays it, and the trace shrunk to what still fails.
 func TestSimulate(t *testing.T) {
 	if *traceFlag != "" {
-		f, err := os.Open(*traceFlag)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr, err := ParseTrace(f)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		res := Replay(tr, opts(t))
+		res := Replay(readTrace(t, *traceFlag), opts(t))
 		logStats(t, res.Stats, 0)
 		if res.Err != nil {
 			t.Errorf("trace %s: %v", *traceFlag, res.Err)
@@ -107,6 +98,20 @@ func TestSimulate(t *testing.T) {
 	if len(failures) > 0 {
 		t.Logf("failures by invariant: %s", formatCounts(failures))
 	}
+}
+
+func readTrace(t *testing.T, path string) *Trace {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tr, err := ParseTrace(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return tr
 }
 
 // report fails the test with everything needed to replay and study the
@@ -268,16 +273,7 @@ func TestTraces(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%s/refusals=%v", tt.file, tt.opts.CheckRefusals), func(t *testing.T) {
-			f, err := os.Open(filepath.Join("testdata", tt.file))
-			if err != nil {
-				t.Fatal(err)
-			}
-			tr, err := ParseTrace(f)
-			f.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			res := Replay(tr, tt.opts)
+			res := Replay(readTrace(t, filepath.Join("testdata", tt.file)), tt.opts)
 			switch {
 			case tt.knownBug == "" && res.Err != nil:
 				t.Fatalf("replay -zabsim.trace=testdata/%s: %v", tt.file, res.Err)
