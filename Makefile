@@ -105,14 +105,17 @@ cluster-stop:
 # The long form of the randomized fault tests: the same faults and checks
 # as in make test, for CHAOS_DURATION per scenario: the process cluster
 # (faults, whole-cluster kill -9) and Zab's in-memory chaos test; then
-# CHAOS_KILLS SIGKILLs of a store child process and CHAOS_POWER_LOSSES
-# simulated power losses of the log. Each logs its seed; JANUS_CLUSTER_SEED,
-# -zab.seed, -store.seed and -zab.power.seed replay one.
+# CHAOS_KILLS SIGKILLs of a store child process, CHAOS_POWER_LOSSES
+# simulated power losses of the log and CHAOS_SIM_SEEDS runs of the Zab
+# simulator. Each logs its seed; JANUS_CLUSTER_SEED, -zab.seed, -store.seed,
+# -zab.power.seed and -zabsim.seed replay one.
 CHAOS_DURATION ?= 2m
 CHAOS_KILLS ?= 100
 CHAOS_POWER_LOSSES ?= 100000
+CHAOS_SIM_SEEDS ?= 10000
 chaos:
 	JANUS_CHAOS_DURATION=$(CHAOS_DURATION) $(GO) test -count=1 -timeout 60m -v -run 'Test(Single|Cluster)' ./internal/cluster
 	$(GO) test -count=1 -timeout 60m -v -run '^TestChaos$$' ./zab -zab.long -zab.long.duration=$(CHAOS_DURATION)
 	JANUS_STORE_KILLS=$(CHAOS_KILLS) $(GO) test -count=1 -timeout 60m -v -run '^TestSIGKILLLoop(ValueLogGC)?$$' ./store
 	$(GO) test -count=1 -timeout 60m -run '^TestLogSurvivesPowerLoss$$' ./zab -zab.power.losses=$(CHAOS_POWER_LOSSES)
+	$(GO) test -count=1 -timeout 60m -v -run '^TestSimulate$$' ./zab/zabsim -zabsim.seeds=$(CHAOS_SIM_SEEDS)
