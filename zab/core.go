@@ -382,7 +382,10 @@ func (c *Core) Step(from uint64, msg Message, now int64) {
 	// Requests that reached a member that does not lead.
 	switch msg.Type {
 	case MsgRequest:
-		c.send(from, Message{Type: MsgRequestFail, ReqID: msg.ReqID, Err: ErrNoLeader.Error()})
+		// The origin took this member for its leader: it may have led
+		// that epoch and proposed an earlier copy of this request, so
+		// the outcome is unknown, not "nothing proposed".
+		c.send(from, Message{Type: MsgRequestFail, ReqID: msg.ReqID, Err: ErrLeaderChanged.Error()})
 	case MsgReadIndex:
 		c.send(from, Message{Type: MsgReadIndexResp, Nonce: msg.Nonce, Err: ErrNoLeader.Error()})
 	case MsgCall:

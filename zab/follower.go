@@ -146,7 +146,7 @@ func (c *Core) followerHandle(msg *Message) {
 			c.send(c.leader, Message{Type: MsgHeartbeatAck, Epoch: fs.epoch, Seq: fs.seq, Nonce: msg.Nonce, Index: c.durable})
 		}
 	case MsgRequestFail:
-		c.refuse(msg.ReqID, ErrNoLeader)
+		c.refuse(msg.ReqID, remoteError(msg.Err))
 	case MsgReadIndexResp, MsgCallResp:
 		w := c.rpcs[msg.Nonce]
 		if w == nil {

@@ -212,7 +212,13 @@ func (c *Core) leaderHandle(from uint64, msg *Message, now int64) {
 		c.checkReads()
 	case MsgRequest:
 		if ls.phase != lBroadcast || msg.Epoch != ls.epoch {
-			c.send(from, Message{Type: MsgRequestFail, ReqID: msg.ReqID, Err: ErrNoLeader.Error()})
+			// Only the leader of the request's epoch can vouch that it
+			// proposed nothing; another may have.
+			err := ErrLeaderChanged
+			if msg.Epoch == ls.epoch {
+				err = ErrNoLeader
+			}
+			c.send(from, Message{Type: MsgRequestFail, ReqID: msg.ReqID, Err: err.Error()})
 			return
 		}
 		if !ls.remember(msg.Origin, msg.ReqID) {

@@ -563,7 +563,7 @@ func (n *node) fail(reqID uint64, err error) {
 		return
 	}
 	delete(n.waiters, reqID)
-	if errors.Is(err, zab.ErrNoLeader) && n.s.opts.CheckRefusals {
+	if errors.Is(err, zab.ErrNoLeader) && !n.s.opts.IgnoreRefusals {
 		n.s.fail(n.s.chk.refuse(n.id, reqID))
 	}
 }

@@ -57,15 +57,13 @@ type Options struct {
 	// on the ensemble's history, to measure how soon a broken rule shows
 	// as lost data or two leaders.
 	EndToEndOnly bool
-	// CheckRefusals checks that a proposal refused with ErrNoLeader
-	// ("nothing proposed") never commits. It is off by default because the
-	// core breaks it when the network duplicates a forwarded REQUEST: the
-	// leader proposes the first copy, loses its quorum, answers the late
-	// copy with REQUESTFAIL (it no longer leads), and the origin refuses
-	// with ErrNoLeader a proposal that the next epoch commits. testdata/requestfail.trace
-	// replays it: go test ./zab/zabsim -run TestSimulate$ -zabsim.refusals
-	// -zabsim.trace=testdata/requestfail.trace -zabsim.v
-	CheckRefusals bool
+	// IgnoreRefusals turns off the check that a proposal refused with
+	// ErrNoLeader ("nothing proposed") never commits. The core once broke
+	// it when the network duplicated a forwarded REQUEST: the leader
+	// proposed the first copy, lost its quorum, answered the late copy
+	// with REQUESTFAIL, and the origin refused with ErrNoLeader a proposal
+	// that the next epoch committed (testdata/requestfail.trace).
+	IgnoreRefusals bool
 	// Log, if set, receives a line per external event and per role
 	// change (for replaying a failure by eye); with LogMessages, also one
 	// per message delivered (heartbeats aside).
@@ -174,7 +172,7 @@ func newSim(t *Trace, opts Options) *sim {
 	s.stats.Runs = 1
 	s.chk = newChecker(func() (int, int64) { return s.step, s.now })
 	s.chk.checks = s.stats.Checks
-	s.chk.refusals = opts.CheckRefusals
+	s.chk.refusals = !opts.IgnoreRefusals
 	s.net = newNetwork(t.Seed, s.stats)
 	for i := 1; i <= t.Voters+t.Observers; i++ {
 		id := uint64(i)

@@ -22,7 +22,7 @@ var (
 	shrinkFlg = flag.Int("zabsim.shrink", 300, "runs the shrinker may make on a failure (0: do not shrink)")
 	verbose   = flag.Bool("zabsim.v", false, "log every external event and role change")
 	verboseM  = flag.Bool("zabsim.vv", false, "with -zabsim.v, log every message delivered too (heartbeats aside)")
-	refusals  = flag.Bool("zabsim.refusals", false, "check that a proposal refused with ErrNoLeader never commits (off: see Options.CheckRefusals)")
+	refusals  = flag.Bool("zabsim.refusals", true, "check that a proposal refused with ErrNoLeader never commits (see Options.IgnoreRefusals)")
 )
 
 // shape is the ensemble a seed runs: 3 or 5 voters, with or without
@@ -41,7 +41,7 @@ func shape(seed uint64) (voters, observers int) {
 }
 
 // simOptions are the options the flags set, without logging.
-func simOptions() Options { return Options{CheckRefusals: *refusals} }
+func simOptions() Options { return Options{IgnoreRefusals: !*refusals} }
 
 func opts(t testing.TB) Options {
 	o := simOptions()
@@ -262,17 +262,16 @@ func TestTraces(t *testing.T) {
 		opts     Options
 		knownBug string // the failure's kind (kindOf) while the bug lasts
 	}{
-		// A duplicated REQUEST is proposed once and refused once with
-		// ErrNoLeader ("nothing proposed"); see Options.CheckRefusals.
-		{"requestfail.trace", Options{CheckRefusals: true}, "proposal "},
+		// A duplicated REQUEST was proposed once and refused once with
+		// ErrNoLeader ("nothing proposed").
 		{"requestfail.trace", Options{}, ""},
-		// A leader sends SYNC before a quorum acknowledged its epoch; the
-		// follower's new currentEpoch then outranks committed entries, and
-		// it later leads and truncates them.
-		{"earlysync.trace", Options{}, "the core stopped the member: leader "},
+		// A leader sent SYNC before a quorum acknowledged its epoch; the
+		// follower's new currentEpoch then outranked committed entries, and
+		// it later led and truncated them.
+		{"earlysync.trace", Options{}, ""},
 	}
 	for _, tt := range tests {
-		t.Run(fmt.Sprintf("%s/refusals=%v", tt.file, tt.opts.CheckRefusals), func(t *testing.T) {
+		t.Run(tt.file, func(t *testing.T) {
 			res := Replay(readTrace(t, filepath.Join("testdata", tt.file)), tt.opts)
 			switch {
 			case tt.knownBug == "" && res.Err != nil:
