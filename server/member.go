@@ -639,11 +639,11 @@ func (m *Member) Status() core.Status {
 }
 
 // members lists the ensemble, voters then observers, by ID.
-func (m *Member) members(leader uint64) []core.Member {
+func (m *Member) members(leader uint64) []core.ClusterMember {
 	if len(m.cfg.Peers) == 0 && len(m.cfg.Observers) == 0 {
-		return []core.Member{{ID: m.cfg.ID, Name: m.cfg.Name, PeerURL: m.cfg.PeerURL, EtcdURL: m.cfg.EtcdURL, ZKAddr: m.cfg.ZKAddr, IsLeader: true}}
+		return []core.ClusterMember{{ID: m.cfg.ID, Name: m.cfg.Name, PeerURL: m.cfg.PeerURL, EtcdURL: m.cfg.EtcdURL, ZKAddr: m.cfg.ZKAddr, IsLeader: true}}
 	}
-	var out []core.Member
+	var out []core.ClusterMember
 	for _, group := range []struct {
 		addrs    map[uint64]string
 		observer bool
@@ -663,7 +663,7 @@ func (m *Member) members(leader uint64) []core.Member {
 					c.ZKAddr = m.cfg.ZKAddr
 				}
 			}
-			out = append(out, core.Member{
+			out = append(out, core.ClusterMember{
 				ID: id, Name: fmt.Sprintf("janus-%d", id), PeerURL: "http://" + group.addrs[id],
 				EtcdURL: c.EtcdURL, ZKAddr: c.ZKAddr, IsLeader: id == leader, IsObserver: group.observer,
 			})
