@@ -132,21 +132,15 @@ func (c *corruptChecker) run() {
 	if cfg.CorruptCheckInterval <= 0 {
 		return
 	}
-	t := time.NewTicker(cfg.CorruptCheckInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if !c.m.roles.leading.Load() {
-				continue
-			}
-			if err := c.propose(ctx, &core.Op{HashCheck: &core.HashCheck{}}); err != nil {
-				c.m.log.Warn("propose corruption check", "err", err)
-			}
+	runEvery(ctx, cfg.CorruptCheckInterval, func() bool {
+		if !c.m.roles.leading.Load() {
+			return true
 		}
-	}
+		if err := c.propose(ctx, &core.Op{HashCheck: &core.HashCheck{}}); err != nil {
+			c.m.log.Warn("propose corruption check", "err", err)
+		}
+		return true
+	})
 }
 
 // propose puts op in the log past the member's own refusal to serve: a

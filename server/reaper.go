@@ -44,22 +44,16 @@ func newReaper(clock func() time.Time, read func(context.Context) (core.ReadView
 
 // run reaps every interval, as the leader of epoch, until ctx ends.
 func (r *reaper) run(ctx context.Context, every time.Duration, epoch uint32) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	runEvery(ctx, every, func() bool {
 		err := r.reapOnce(ctx, epoch)
 		switch {
 		case errors.Is(err, core.ErrLeaderChanged):
-			return // followRoles stops this run too
+			return false // followRoles stops this run too
 		case err != nil && ctx.Err() == nil:
 			r.log.Warn("container/TTL reaper pass failed", "err", err)
 		}
-	}
+		return true
+	})
 }
 
 func (r *reaper) reapOnce(ctx context.Context, epoch uint32) error {
