@@ -699,27 +699,6 @@ func CheckRangeACL(v View, key, end []byte, auth []ID) error {
 	return refused
 }
 
-// ZKTarget is the one rule for the node a ZooKeeper request names, in Apply
-// and in the faces' reads alike: it finds what ZooKeeper sees at key in v
-// (TreeNode) and checks that auth may do perm on it. A missing node is
-// refused with CodeNoNode; a node whose ACL denies auth perm, or that st's
-// etcd role permissions keep from auth (AuthState.ZKPermitted), with
-// CodeNoAuth. An error that is not a refusal (IsRefusal) is a failure to
-// read v. It reads nothing but v and is deterministic.
-func ZKTarget(v View, st *AuthState, key []byte, perm Perm, auth []ID) (*Node, *Dir, error) {
-	n, d, err := TreeNode(v, key)
-	if err != nil {
-		return nil, nil, err
-	}
-	if n == nil {
-		return nil, nil, errCode(CodeNoNode, key)
-	}
-	if !CheckACL(n.ACL, perm, auth) || !st.ZKPermitted(key, perm, auth) {
-		return nil, nil, errCode(CodeNoAuth, key)
-	}
-	return n, d, nil
-}
-
 // zkTarget is ZKTarget on the entry's state, under the auth state the
 // entry applies in.
 func (a *applier) zkTarget(key []byte, perm Perm, auth []ID) (*Node, *Dir, error) {
@@ -763,7 +742,7 @@ func (a *applier) create(op *TxnOp, auth []ID) (OpResult, error) {
 	if parent == nil {
 		return OpResult{}, errCode(CodeNoNode, parentPath)
 	}
-	if !CheckACL(parent.ACL, PermCreate, auth) || !a.meta.AuthState().ZKPermitted(checked, PermCreate, auth) {
+	if !ZKAllowed(a.meta.AuthState(), parent.ACL, checked, PermCreate, auth) {
 		return OpResult{}, errCode(CodeNoAuth, parentPath)
 	}
 	path := op.Key
@@ -829,7 +808,7 @@ func (a *applier) zkDelete(op *TxnOp, auth []ID) (OpResult, error) {
 	if parent == nil {
 		return OpResult{}, errCode(CodeNoNode, op.Key)
 	}
-	if !CheckACL(parent.ACL, PermDelete, auth) || !a.meta.AuthState().ZKPermitted(op.Key, PermDelete, auth) {
+	if !ZKAllowed(a.meta.AuthState(), parent.ACL, op.Key, PermDelete, auth) {
 		return OpResult{}, errCode(CodeNoAuth, op.Key)
 	}
 	n, d, err := TreeNode(a.ov, op.Key)
