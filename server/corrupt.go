@@ -132,14 +132,13 @@ func (c *corruptChecker) run() {
 	if cfg.CorruptCheckInterval <= 0 {
 		return
 	}
-	runEvery(ctx, cfg.CorruptCheckInterval, func() bool {
+	runEvery(ctx, cfg.CorruptCheckInterval, func() {
 		if !c.m.roles.leading.Load() {
-			return true
+			return
 		}
 		if err := c.propose(ctx, &core.Op{HashCheck: &core.HashCheck{}}); err != nil {
 			c.m.log.Warn("propose corruption check", "err", err)
 		}
-		return true
 	})
 }
 

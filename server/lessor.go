@@ -170,7 +170,7 @@ func (ls *lessor) MinTTL() int64 { return ls.minTTL }
 func (ls *lessor) run(ctx context.Context, every time.Duration, epoch uint32) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	runEvery(ctx, every, func() bool {
+	runEvery(ctx, every, func() {
 		for id, done := range ls.expired() {
 			wg.Add(1)
 			go func() {
@@ -178,7 +178,6 @@ func (ls *lessor) run(ctx context.Context, every time.Duration, epoch uint32) {
 				ls.expire(ctx, epoch, id, done)
 			}()
 		}
-		return true
 	})
 }
 

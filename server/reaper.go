@@ -21,9 +21,9 @@ import (
 // It has the lessor's owner: only the leader runs it (followRoles starts
 // and stops it with the leadership), so one member proposes each delete,
 // fenced to the epoch it decided in. Every member keeps the set of
-// candidates (see reapSet), so a new leader starts reaping at once. The reaper belongs to
-// the member, not to the ZooKeeper face: whatever faces a member serves,
-// the nodes ZooKeeper clients made are reaped.
+// candidates (see reapSet), so a new leader starts reaping at once. The
+// reaper belongs to the member, not to the ZooKeeper face: whatever faces
+// a member serves, the nodes ZooKeeper clients made are reaped.
 type reaper struct {
 	clock func() time.Time
 	// read is the latest state; propose proposes op as the leader of
@@ -44,15 +44,13 @@ func newReaper(clock func() time.Time, read func(context.Context) (core.ReadView
 
 // run reaps every interval, as the leader of epoch, until ctx ends.
 func (r *reaper) run(ctx context.Context, every time.Duration, epoch uint32) {
-	runEvery(ctx, every, func() bool {
+	runEvery(ctx, every, func() {
+		// A pass that fails is tried again next round while this member
+		// leads; a lost leadership is followRoles's to act on.
 		err := r.reapOnce(ctx, epoch)
-		switch {
-		case errors.Is(err, core.ErrLeaderChanged):
-			return false // followRoles stops this run too
-		case err != nil && ctx.Err() == nil:
+		if err != nil && ctx.Err() == nil && !errors.Is(err, core.ErrLeaderChanged) {
 			r.log.Warn("container/TTL reaper pass failed", "err", err)
 		}
-		return true
 	})
 }
 

@@ -14,7 +14,7 @@ const defaultReclaimInterval = 5 * time.Minute
 // runReclaim rewrites garbage value log files every interval until ctx
 // ends. Each member does it for its own disk; it changes no state.
 func (m *Member) runReclaim(ctx context.Context, interval time.Duration) {
-	runEvery(ctx, interval, func() bool {
+	runEvery(ctx, interval, func() {
 		ref, done := m.holdState()
 		n, err := ref.st.ReclaimValueLog()
 		done()
@@ -24,7 +24,6 @@ func (m *Member) runReclaim(ctx context.Context, interval time.Duration) {
 		case n > 0:
 			m.log.Info("value log GC", "files_rewritten", n)
 		}
-		return true
 	})
 }
 

@@ -5,10 +5,10 @@ import (
 	"time"
 )
 
-// runEvery calls fn every interval until ctx ends or fn returns false: the
-// loop of the member's periodic duties (lease expiry, reaping, corruption
-// checks, value log reclaim).
-func runEvery(ctx context.Context, interval time.Duration, fn func() bool) {
+// runEvery calls fn every interval until ctx ends: the loop of the
+// member's periodic duties (lease expiry, reaping, corruption checks, value
+// log reclaim).
+func runEvery(ctx context.Context, interval time.Duration, fn func()) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -17,8 +17,6 @@ func runEvery(ctx context.Context, interval time.Duration, fn func() bool) {
 			return
 		case <-t.C:
 		}
-		if !fn() {
-			return
-		}
+		fn()
 	}
 }
