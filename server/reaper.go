@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/januskv/janus/core"
@@ -33,8 +32,11 @@ type reaper struct {
 	log     *slog.Logger
 
 	candidates reapSet
-	// proposed counts the deletes this member's reaper has proposed.
-	proposed atomic.Uint64
+
+	mu sync.Mutex
+	// proposed counts the deletes this member's reaper has proposed, by
+	// the epoch of the leadership they were fenced to.
+	proposed map[uint32]uint64
 }
 
 func newReaper(clock func() time.Time, read func(context.Context) (core.ReadView, error),
@@ -65,7 +67,12 @@ func (r *reaper) reapOnce(ctx context.Context, epoch uint32) error {
 		op := &core.Op{Txn: &core.Txn{Success: []core.TxnOp{{
 			Kind: core.OpDelete, Key: n.Key, ExpectedVersion: int32(n.Version - 1),
 		}}}}
-		r.proposed.Add(1)
+		r.mu.Lock()
+		if r.proposed == nil {
+			r.proposed = map[uint32]uint64{}
+		}
+		r.proposed[epoch]++
+		r.mu.Unlock()
 		if _, err := r.propose(ctx, epoch, op); err != nil {
 			return err
 		}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -52,19 +53,32 @@ func (e *memEnsemble) waitGone(path string, ids ...uint64) {
 	}
 }
 
-// reaped returns how many deletes each member's reaper has proposed.
-func (e *memEnsemble) reaped() map[uint64]uint64 {
-	out := map[uint64]uint64{}
+// reaped returns, for each member, how many deletes its reaper proposed
+// in each epoch, and fails the test if two members proposed in one epoch:
+// an epoch has one leader, and only the leader reaps. Leader changes the
+// test did not cause do not upset it.
+func (e *memEnsemble) reaped() map[uint64]map[uint32]uint64 {
+	e.t.Helper()
+	out := map[uint64]map[uint32]uint64{}
+	by := map[uint32]uint64{} // epoch → the member that proposed in it
 	for id, m := range e.members {
-		out[id] = m.reaper.proposed.Load()
+		m.reaper.mu.Lock()
+		out[id] = maps.Clone(m.reaper.proposed)
+		m.reaper.mu.Unlock()
+		for epoch := range out[id] {
+			if other, ok := by[epoch]; ok {
+				e.t.Errorf("members %d and %d both proposed reaper deletes in epoch %d", other, id, epoch)
+			}
+			by[epoch] = id
+		}
 	}
 	return out
 }
 
 // TestOnlyTheLeaderReaps: the reaper has the lessor's owner. Containers
 // and TTL nodes made through a follower are reaped by the leader alone (no
-// other member proposes a delete), and after a leader change the new
-// leader reaps what became due under it, the old one nothing.
+// two members propose deletes in one epoch), and after a leader change the
+// new leader reaps what became due under it, the old one nothing.
 func TestOnlyTheLeaderReaps(t *testing.T) {
 	e := startMemEnsemble(t, 3, 0)
 	old := e.leader(1, 2, 3)
@@ -78,15 +92,16 @@ func TestOnlyTheLeaderReaps(t *testing.T) {
 	e.clock.Advance(2 * time.Second)
 	e.waitGone("/c1", 1, 2, 3)
 	e.waitGone("/ttl", 1, 2, 3)
-	counts := e.reaped()
-	t.Logf("deletes proposed by member, leader %d: %v", old, counts)
-	for id, n := range counts {
-		if id != old && n != 0 {
-			t.Errorf("follower %d proposed %d reaper deletes", id, n)
+	before := e.reaped()
+	t.Logf("reaper deletes by member and epoch, leader %d: %v", old, before)
+	total := uint64(0)
+	for _, byEpoch := range before {
+		for _, n := range byEpoch {
+			total += n
 		}
 	}
-	if counts[old] < 2 {
-		t.Errorf("the leader proposed %d reaper deletes, want at least 2", counts[old])
+	if total < 2 {
+		t.Errorf("%d reaper deletes proposed, want at least 2", total)
 	}
 
 	// The leader is cut off and another is elected: it reaps /c2 once
@@ -97,20 +112,22 @@ func TestOnlyTheLeaderReaps(t *testing.T) {
 	if now == old {
 		t.Fatal("the cut-off member still leads")
 	}
+	epoch := uint32(e.members[now].zab.Status().Epoch)
 	proposeZK(t, e.members[now], zkDelete("/c2/x"))
 	e.waitGone("/c2", rest...)
 	after := e.reaped()
-	t.Logf("deletes proposed by member after the change, leader %d: %v", now, after)
+	t.Logf("reaper deletes by member and epoch after the change, leader %d in epoch %d: %v", now, epoch, after)
+	reapedLater := false
 	for _, id := range rest {
-		switch {
-		case id == now && after[id] == 0:
-			t.Errorf("the new leader %d proposed no reaper delete", id)
-		case id != now && after[id] != 0:
-			t.Errorf("follower %d proposed %d reaper deletes", id, after[id])
+		for ep, n := range after[id] {
+			reapedLater = reapedLater || ep >= epoch && n > 0
 		}
 	}
-	if after[old] != counts[old] {
-		t.Errorf("the old leader proposed %d more reaper deletes once cut off", after[old]-counts[old])
+	if !reapedLater {
+		t.Errorf("no member proposed a reaper delete in epoch %d or later", epoch)
+	}
+	if !maps.Equal(after[old], before[old]) {
+		t.Errorf("the old leader proposed reaper deletes once cut off: %v, then %v", before[old], after[old])
 	}
 	e.net.Heal()
 	e.waitGone("/c2", old)
