@@ -112,7 +112,7 @@ func TestOnlyTheLeaderReaps(t *testing.T) {
 	if now == old {
 		t.Fatal("the cut-off member still leads")
 	}
-	epoch := uint32(e.members[now].zab.Status().Epoch)
+	epoch := e.members[now].zab.Status().Epoch
 	proposeZK(t, e.members[now], zkDelete("/c2/x"))
 	e.waitGone("/c2", rest...)
 	after := e.reaped()
