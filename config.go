@@ -218,7 +218,7 @@ func parseConfig(args, environ []string, stderr io.Writer) (Config, error) {
 	fs.BoolVar(&cfg.EnablePprof, "enable-pprof", false, "serve /debug/pprof on the HTTP port")
 	cors := fs.String("cors", "", "origins allowed to call the HTTP port from a browser, comma separated (* for any; default: none)")
 	hosts := fs.String("host-whitelist", "", "Host: header values the HTTP port accepts, comma separated (* for any; default: loopback names only when --http-listen is a loopback address, else any)")
-	fs.DurationVar(&cfg.ReaperInterval, "reaper-interval", time.Second, "how often empty containers and expired TTL znodes are removed")
+	fs.DurationVar(&cfg.ReaperInterval, "reaper-interval", time.Second, "how often the leader removes empty containers and expired TTL znodes")
 	fs.IntVar(&cfg.MaxBuffer, "jute-maxbuffer", 0xfffff, "largest ZooKeeper packet accepted, in bytes")
 	fs.IntVar(&cfg.MaxClientConns, "max-client-cnxns", 60, "most connections one client IP may hold on the ZooKeeper port, as ZooKeeper's maxClientCnxns (0: no limit)")
 	fs.IntVar(&cfg.MaxConns, "max-cnxns", 0, "most connections the ZooKeeper port holds in all, as ZooKeeper's maxCnxns (0: no limit)")

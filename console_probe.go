@@ -19,8 +19,8 @@ import (
 // etcd client of the member's client URL, over the client TLS settings
 // this member serves with. The console keeps the client between
 // refreshes and closes it.
-func memberDialer(clientTLS *tlsfiles.Source, logger *slog.Logger) func(core.Member) (console.MemberClient, error) {
-	return func(m core.Member) (console.MemberClient, error) {
+func memberDialer(clientTLS *tlsfiles.Source, logger *slog.Logger) func(core.ClusterMember) (console.MemberClient, error) {
+	return func(m core.ClusterMember) (console.MemberClient, error) {
 		if m.EtcdURL == "" {
 			return nil, errNoClientURL
 		}
@@ -53,7 +53,7 @@ var errNoClientURL = errors.New("no client URL known")
 // does.
 type memberClient struct {
 	cli *clientv3.Client
-	m   core.Member
+	m   core.ClusterMember
 	log *slog.Logger
 }
 

@@ -217,6 +217,7 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 		Observer:             reg,
 		QuotaBackendBytes:    cfg.QuotaBackendBytes,
 		AutoCompaction:       cfg.AutoCompaction,
+		ReaperInterval:       cfg.ReaperInterval,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)

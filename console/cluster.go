@@ -129,7 +129,7 @@ type memberClient struct {
 var errConsoleClosed = errors.New("console closed")
 
 // probe asks member m how it is over the console's client for it.
-func (c *Console) probe(ctx context.Context, m core.Member) MemberState {
+func (c *Console) probe(ctx context.Context, m core.ClusterMember) MemberState {
 	cli, err := c.members.get(m, c.cfg.Dial)
 	if err != nil {
 		return MemberState{Err: err.Error()}
@@ -139,7 +139,7 @@ func (c *Console) probe(ctx context.Context, m core.Member) MemberState {
 
 // get returns the client for m, dialling one if there is none for its
 // current client URL.
-func (mc *memberClients) get(m core.Member, dial func(core.Member) (MemberClient, error)) (MemberClient, error) {
+func (mc *memberClients) get(m core.ClusterMember, dial func(core.ClusterMember) (MemberClient, error)) (MemberClient, error) {
 	mc.mu.Lock()
 	defer mc.mu.Unlock()
 	if mc.closed {
@@ -164,7 +164,7 @@ func (mc *memberClients) get(m core.Member, dial func(core.Member) (MemberClient
 }
 
 // forget closes the clients of members that are no longer in members.
-func (mc *memberClients) forget(members []core.Member) {
+func (mc *memberClients) forget(members []core.ClusterMember) {
 	mc.mu.Lock()
 	defer mc.mu.Unlock()
 	for id, have := range mc.clients {

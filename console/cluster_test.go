@@ -34,12 +34,12 @@ func (f *fakeClient) Close() error                       { f.closed++; return ni
 // only for a member whose client URL changed, closes the client of a
 // member that left, and closes the rest when it closes.
 func TestClusterKeepsOneClientPerMember(t *testing.T) {
-	b := &fakeBackend{status: core.Status{MemberID: 1, LeaderID: 1, Members: []core.Member{
+	b := &fakeBackend{status: core.Status{MemberID: 1, LeaderID: 1, Members: []core.ClusterMember{
 		{ID: 1, EtcdURL: "http://a"}, {ID: 2, EtcdURL: "http://b"}, {ID: 3, EtcdURL: "http://c"},
 	}}}
 	var dialed []*fakeClient
 	c := New(Config{Backend: b, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Dial: func(m core.Member) (MemberClient, error) {
+		Dial: func(m core.ClusterMember) (MemberClient, error) {
 			f := &fakeClient{url: m.EtcdURL}
 			dialed = append(dialed, f)
 			return f, nil
@@ -63,7 +63,7 @@ func TestClusterKeepsOneClientPerMember(t *testing.T) {
 	}
 
 	// Member 3 moves to a new address and member 2 leaves.
-	b.status.Members = []core.Member{{ID: 1, EtcdURL: "http://a"}, {ID: 3, EtcdURL: "http://c2"}}
+	b.status.Members = []core.ClusterMember{{ID: 1, EtcdURL: "http://a"}, {ID: 3, EtcdURL: "http://c2"}}
 	refresh()
 	refresh()
 	if len(dialed) != 3 || dialed[2].url != "http://c2" || dialed[2].statuses != 2 {

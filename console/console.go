@@ -47,7 +47,7 @@ type Config struct {
 	// cluster.go); nil leaves the other members' figures out. The console
 	// keeps one client per member and closes it when the member leaves
 	// or the console closes.
-	Dial func(m core.Member) (MemberClient, error)
+	Dial func(m core.ClusterMember) (MemberClient, error)
 }
 
 // Console serves /ui/. Close ends the event streams it is serving and

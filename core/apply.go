@@ -181,12 +181,10 @@ func (a *applier) txn(t *Txn, inherited []ID) (*Result, error) {
 		if err := a.decide(t); err != nil {
 			return nil, err
 		}
-		refused, err := a.precheck(t)
-		if err != nil {
+		if err := a.precheck(t); IsRefusal(err) {
+			return &Result{Err: err}, nil
+		} else if err != nil {
 			return nil, err
-		}
-		if refused != nil {
-			return &Result{Err: refused}, nil
 		}
 	}
 	ok := a.branch(t)
@@ -196,13 +194,13 @@ func (a *applier) txn(t *Txn, inherited []ID) (*Result, error) {
 	}
 	res := &Result{Succeeded: ok, Ops: make([]OpResult, 0, len(ops))}
 	for i := range ops {
-		r, opErr, err := a.op(&ops[i], auth)
+		r, err := a.op(&ops[i], auth)
+		if IsRefusal(err) {
+			res.Err, res.FailedOp = err, i
+			return res, nil
+		}
 		if err != nil {
 			return nil, err
-		}
-		if opErr != nil {
-			res.Err, res.FailedOp = opErr, i
-			return res, nil
 		}
 		r.Rev = a.seenRev()
 		res.Ops = append(res.Ops, r)
@@ -210,7 +208,9 @@ func (a *applier) txn(t *Txn, inherited []ID) (*Result, error) {
 	return res, nil
 }
 
-func (a *applier) op(op *TxnOp, auth []ID) (OpResult, error, error) {
+// op runs one op of a Txn. Its error is a refusal (IsRefusal: nothing of
+// the entry is written) or a failure to read the state.
+func (a *applier) op(op *TxnOp, auth []ID) (OpResult, error) {
 	switch op.Kind {
 	case OpRange:
 		opts := RangeOptions{}
@@ -221,30 +221,29 @@ func (a *applier) op(op *TxnOp, auth []ID) (OpResult, error, error) {
 			// precheck has found the revision readable; its data is
 			// history, which the member answering the client reads from
 			// a View at that revision (see RangeOptions.Rev).
-			return OpResult{Kind: OpRange}, nil, nil
+			return OpResult{Kind: OpRange}, nil
 		}
-		if refused, err := CheckRangeACL(a.ov, op.Key, op.End, auth); refused != nil || err != nil {
-			return OpResult{}, refused, err
+		if err := CheckRangeACL(a.ov, op.Key, op.End, auth); err != nil {
+			return OpResult{}, err
 		}
-		r, err := DoRange(a.ov, op.Key, op.End, opts)
-		return r, nil, err
+		return DoRange(a.ov, op.Key, op.End, opts)
 	case OpPut:
 		return a.put(op, auth)
 	case OpDeleteRange:
 		return a.deleteRange(op, auth)
 	case OpTxn:
 		if op.Txn == nil {
-			return OpResult{}, errCode(CodeBadArguments, nil), nil
+			return OpResult{}, errCode(CodeBadArguments, nil)
 		}
 		sub, err := a.txn(op.Txn, auth)
 		if err != nil {
-			return OpResult{}, nil, err
+			return OpResult{}, err
 		}
 		if sub.Err != nil {
-			return OpResult{}, sub.Err, nil
+			return OpResult{}, sub.Err
 		}
 		sub.Rev = a.seenRev()
-		return OpResult{Kind: OpTxn, Txn: sub}, nil, nil
+		return OpResult{Kind: OpTxn, Txn: sub}, nil
 	case OpCreate:
 		return a.create(op, auth)
 	case OpDelete:
@@ -256,13 +255,13 @@ func (a *applier) op(op *TxnOp, auth []ID) (OpResult, error, error) {
 	case OpSetACL:
 		return a.setACL(op, auth)
 	case OpGet:
-		n, d, refused, err := a.zkTarget(op.Key, PermRead, auth)
-		if err != nil || refused != nil {
-			return OpResult{}, refused, err
+		n, d, err := a.zkTarget(op.Key, PermRead, auth)
+		if err != nil {
+			return OpResult{}, err
 		}
-		return OpResult{Kind: OpGet, Node: n, Dir: d}, nil, nil
+		return OpResult{Kind: OpGet, Node: n, Dir: d}, nil
 	}
-	return OpResult{}, errCode(CodeBadArguments, nil), nil
+	return OpResult{}, errCode(CodeBadArguments, nil)
 }
 
 // decide evaluates the compares of t and of the nested Txns in the branch
@@ -292,33 +291,33 @@ func (a *applier) decide(t *Txn) error {
 // will run, in order, a range at a revision in the future or below the
 // compaction point, a put of a lease that does not exist, and a put that
 // keeps the value or lease of a key that does not exist. All of it is read
-// from the state before the Txn, so a refused Txn changes nothing.
-func (a *applier) precheck(t *Txn) (error, error) {
+// from the state before the Txn, so a refused Txn changes nothing. The
+// error is a refusal (IsRefusal) or a failure to read the state.
+func (a *applier) precheck(t *Txn) error {
 	ops := t.Success
 	if !a.branch(t) {
 		ops = t.Failure
 	}
 	for i := range ops {
 		op := &ops[i]
-		var refused error
 		var err error
 		switch op.Kind {
 		case OpRange:
 			if op.Range != nil {
-				refused = checkRangeRev(a.meta, op.Range.Rev)
+				err = checkRangeRev(a.meta, op.Range.Rev)
 			}
 		case OpPut:
-			refused, err = a.checkPut(op)
+			err = a.checkPut(op)
 		case OpTxn:
 			if op.Txn != nil {
-				refused, err = a.precheck(op.Txn)
+				err = a.precheck(op.Txn)
 			}
 		}
-		if err != nil || refused != nil {
-			return refused, err
+		if err != nil {
+			return err
 		}
 	}
-	return nil, nil
+	return nil
 }
 
 // checkRangeRev refuses a read at a revision the state m cannot show.
@@ -334,20 +333,26 @@ func checkRangeRev(m Meta, rev int64) error {
 	return nil
 }
 
-func (a *applier) checkPut(op *TxnOp) (error, error) {
+func (a *applier) checkPut(op *TxnOp) error {
 	if op.Lease != 0 {
 		le, err := a.ov.Lease(op.Lease)
-		if err != nil || le == nil {
-			return errCode(CodeLeaseNotFound, op.Key), err
+		if err != nil {
+			return err
+		}
+		if le == nil {
+			return errCode(CodeLeaseNotFound, op.Key)
 		}
 	}
 	if op.IgnoreValue || op.IgnoreLease {
 		n, err := a.ov.Node(op.Key)
-		if err != nil || n == nil {
-			return errCode(CodeKeyNotFound, op.Key), err
+		if err != nil {
+			return err
+		}
+		if n == nil {
+			return errCode(CodeKeyNotFound, op.Key)
 		}
 	}
-	return nil, nil
+	return nil
 }
 
 // compares evaluates etcd compares in order; all must hold.
@@ -428,16 +433,16 @@ func rangeNodes(v View, key, end []byte, fn func(*Node) bool) error {
 	return v.Range(key, end, fn)
 }
 
-func (a *applier) put(op *TxnOp, auth []ID) (OpResult, error, error) {
+func (a *applier) put(op *TxnOp, auth []ID) (OpResult, error) {
 	prev, err := a.ov.Node(op.Key)
 	if err != nil {
-		return OpResult{}, nil, err
+		return OpResult{}, err
 	}
-	if refused, err := a.etcdWriteACL(op.Key, prev, auth); refused != nil || err != nil {
-		return OpResult{}, refused, err
+	if err := a.etcdWriteACL(op.Key, prev, auth); err != nil {
+		return OpResult{}, err
 	}
 	if (op.IgnoreValue || op.IgnoreLease) && prev == nil {
-		return OpResult{}, errCode(CodeKeyNotFound, op.Key), nil
+		return OpResult{}, errCode(CodeKeyNotFound, op.Key)
 	}
 	value, lease := op.Value, op.Lease
 	if op.IgnoreValue {
@@ -449,10 +454,10 @@ func (a *applier) put(op *TxnOp, auth []ID) (OpResult, error, error) {
 	if lease != 0 {
 		le, err := a.ov.Lease(lease)
 		if err != nil {
-			return OpResult{}, nil, err
+			return OpResult{}, err
 		}
 		if le == nil {
-			return OpResult{}, errCode(CodeLeaseNotFound, op.Key), nil
+			return OpResult{}, errCode(CodeLeaseNotFound, op.Key)
 		}
 	}
 	var n *Node
@@ -468,13 +473,13 @@ func (a *applier) put(op *TxnOp, auth []ID) (OpResult, error, error) {
 	}
 	n.ModRev, n.Mtime, n.Lease = a.rev, a.entry.Time, lease
 	if err := a.writeNode(prev, n); err != nil {
-		return OpResult{}, nil, err
+		return OpResult{}, err
 	}
 	r := OpResult{Kind: OpPut}
 	if op.PrevKV && prev != nil {
 		r.Prev = []*Node{prev}
 	}
-	return r, nil, nil
+	return r, nil
 }
 
 // writeNode stores n over prev (nil if new), keeping the lease index, the
@@ -613,98 +618,91 @@ func (a *applier) treeRemove(path []byte) error {
 	return nil
 }
 
-func (a *applier) deleteRange(op *TxnOp, auth []ID) (OpResult, error, error) {
+func (a *applier) deleteRange(op *TxnOp, auth []ID) (OpResult, error) {
 	var victims []*Node
 	if err := rangeNodes(a.ov, op.Key, op.End, func(n *Node) bool { victims = append(victims, n); return true }); err != nil {
-		return OpResult{}, nil, err
+		return OpResult{}, err
 	}
 	for _, n := range victims {
 		// As ZooKeeper's delete: the parent's ACL must allow it.
-		if refused, err := a.parentACL(n.Key, PermDelete, auth); refused != nil || err != nil {
-			return OpResult{}, refused, err
+		if err := a.parentACL(n.Key, PermDelete, auth); err != nil {
+			return OpResult{}, err
 		}
 	}
 	r := OpResult{Kind: OpDeleteRange, Deleted: int64(len(victims))}
 	for _, n := range victims {
 		if err := a.removeNode(n); err != nil {
-			return OpResult{}, nil, err
+			return OpResult{}, err
 		}
 	}
 	if op.PrevKV {
 		r.Prev = victims
 	}
-	return r, nil, nil
+	return r, nil
 }
 
 // etcdWriteACL checks an etcd put against ZooKeeper's ACLs, for an etcd
 // request that carries an identity (auth enabled, see Txn.Auth): a put
 // over a node needs its WRITE permission (ZooKeeper's setData), a put that
 // creates a tree node the parent's CREATE permission.
-func (a *applier) etcdWriteACL(key []byte, prev *Node, auth []ID) (error, error) {
+func (a *applier) etcdWriteACL(key []byte, prev *Node, auth []ID) error {
 	if auth == nil {
-		return nil, nil
+		return nil
 	}
 	if prev != nil {
 		if !CheckACL(prev.ACL, PermWrite, auth) {
-			return errCode(CodeNoAuth, key), nil
+			return errCode(CodeNoAuth, key)
 		}
-		return nil, nil
+		return nil
 	}
 	return a.parentACL(key, PermCreate, auth)
 }
 
 // parentACL checks perm on the parent of a tree path; keys that are not
 // tree paths have no parent and no ACL.
-func (a *applier) parentACL(key []byte, perm Perm, auth []ID) (error, error) {
+func (a *applier) parentACL(key []byte, perm Perm, auth []ID) error {
 	if auth == nil || !IsTreePath(key) {
-		return nil, nil
+		return nil
 	}
 	parentPath, ok := ParentPath(key)
 	if !ok {
-		return nil, nil
+		return nil
 	}
 	parent, _, err := TreeNode(a.ov, parentPath)
 	if err != nil || parent == nil {
-		return nil, err
+		return err
 	}
 	if !CheckACL(parent.ACL, perm, auth) {
-		return errCode(CodeNoAuth, key), nil
+		return errCode(CodeNoAuth, key)
 	}
-	return nil, nil
+	return nil
 }
 
 // CheckRangeACL refuses (CodeNoAuth, naming the first such key) a read of
 // [key, end) by auth when a node in it has a ZooKeeper ACL denying auth
-// READ. A nil auth reads everything (etcd with auth off, or root).
-func CheckRangeACL(v View, key, end []byte, auth []ID) (error, error) {
+// READ. A nil auth reads everything (etcd with auth off, or root). An
+// error that is not a refusal (IsRefusal) is a failure to read v.
+func CheckRangeACL(v View, key, end []byte, auth []ID) error {
 	if auth == nil {
-		return nil, nil
+		return nil
 	}
 	var refused error
-	err := rangeNodes(v, key, end, func(n *Node) bool {
+	if err := rangeNodes(v, key, end, func(n *Node) bool {
 		if !CheckACL(n.ACL, PermRead, auth) {
 			refused = errCode(CodeNoAuth, n.Key)
 			return false
 		}
 		return true
-	})
-	return refused, err
+	}); err != nil {
+		return err
+	}
+	return refused
 }
 
-// zkTarget finds what ZooKeeper sees at key and checks that auth may do perm
-// on it. A refusal (NoNode, NoAuth) is returned apart from a read failure.
-func (a *applier) zkTarget(key []byte, perm Perm, auth []ID) (*Node, *Dir, error, error) {
-	n, d, err := TreeNode(a.ov, key)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	if n == nil {
-		return nil, nil, errCode(CodeNoNode, key), nil
-	}
-	if !CheckACL(n.ACL, perm, auth) || !a.meta.AuthState().ZKPermitted(key, perm, auth) {
-		return nil, nil, errCode(CodeNoAuth, key), nil
-	}
-	return n, d, nil, nil
+// zkTarget is ZKTarget on the entry's state, under the auth state the
+// entry applies in.
+func (a *applier) zkTarget(key []byte, perm Perm, auth []ID) (*Node, *Dir, error) {
+	return ZKTarget(a.ov, a.meta.AuthState(), key, perm, auth)
 }
 
 // zkVersionOK reports whether a ZooKeeper expected version (-1: any) matches.
@@ -719,7 +717,7 @@ func zkVersion(n *Node) int32 {
 	return int32(n.Version - 1)
 }
 
-func (a *applier) create(op *TxnOp, auth []ID) (OpResult, error, error) {
+func (a *applier) create(op *TxnOp, auth []ID) (OpResult, error) {
 	opts := op.Create
 	if opts == nil {
 		opts = &CreateOptions{}
@@ -731,21 +729,21 @@ func (a *applier) create(op *TxnOp, auth []ID) (OpResult, error, error) {
 		checked = append(bytes.Clone(op.Key), "0000000000"...)
 	}
 	if !IsTreePath(checked) {
-		return OpResult{}, errCode(CodeBadArguments, op.Key), nil
+		return OpResult{}, errCode(CodeBadArguments, op.Key)
 	}
 	parentPath, ok := ParentPath(checked)
 	if !ok {
-		return OpResult{}, errCode(CodeNodeExists, op.Key), nil
+		return OpResult{}, errCode(CodeNodeExists, op.Key)
 	}
 	parent, pdir, err := TreeNode(a.ov, parentPath)
 	if err != nil {
-		return OpResult{}, nil, err
+		return OpResult{}, err
 	}
 	if parent == nil {
-		return OpResult{}, errCode(CodeNoNode, parentPath), nil
+		return OpResult{}, errCode(CodeNoNode, parentPath)
 	}
-	if !CheckACL(parent.ACL, PermCreate, auth) || !a.meta.AuthState().ZKPermitted(checked, PermCreate, auth) {
-		return OpResult{}, errCode(CodeNoAuth, parentPath), nil
+	if !ZKAllowed(a.meta.AuthState(), parent.ACL, checked, PermCreate, auth) {
+		return OpResult{}, errCode(CodeNoAuth, parentPath)
 	}
 	path := op.Key
 	if opts.Sequential {
@@ -757,25 +755,25 @@ func (a *applier) create(op *TxnOp, auth []ID) (OpResult, error, error) {
 	}
 	existing, _, err := TreeNode(a.ov, path)
 	if err != nil {
-		return OpResult{}, nil, err
+		return OpResult{}, err
 	}
 	if existing != nil {
-		return OpResult{}, errCode(CodeNodeExists, path), nil
+		return OpResult{}, errCode(CodeNodeExists, path)
 	}
 	if parent.Lease != 0 && parent.Mode == ModePersistent {
-		return OpResult{}, errCode(CodeNoChildrenForEphemerals, parentPath), nil
+		return OpResult{}, errCode(CodeNoChildrenForEphemerals, parentPath)
 	}
 	if opts.Lease != 0 {
 		le, err := a.ov.Lease(opts.Lease)
 		if err != nil {
-			return OpResult{}, nil, err
+			return OpResult{}, err
 		}
 		if le == nil {
-			return OpResult{}, errCode(CodeSessionExpired, path), nil
+			return OpResult{}, errCode(CodeSessionExpired, path)
 		}
 	}
 	if opts.ACL != nil && len(opts.ACL) == 0 {
-		return OpResult{}, errCode(CodeInvalidACL, path), nil
+		return OpResult{}, errCode(CodeInvalidACL, path)
 	}
 	n := &Node{
 		Key: path, Value: bytes.Clone(op.Value), CreateRev: a.rev, ModRev: a.rev, Version: 1,
@@ -786,9 +784,9 @@ func (a *applier) create(op *TxnOp, auth []ID) (OpResult, error, error) {
 		n.Value = []byte{}
 	}
 	if err := a.writeNode(nil, n); err != nil {
-		return OpResult{}, nil, err
+		return OpResult{}, err
 	}
-	return OpResult{Kind: OpCreate, Path: path, Node: n}, nil, nil
+	return OpResult{Kind: OpCreate, Path: path, Node: n}, nil
 }
 
 func cloneACL(acl []ACL) []ACL {
@@ -798,47 +796,47 @@ func cloneACL(acl []ACL) []ACL {
 	return append([]ACL{}, acl...)
 }
 
-func (a *applier) zkDelete(op *TxnOp, auth []ID) (OpResult, error, error) {
+func (a *applier) zkDelete(op *TxnOp, auth []ID) (OpResult, error) {
 	parentPath, ok := ParentPath(op.Key)
 	if !ok {
-		return OpResult{}, errCode(CodeBadArguments, op.Key), nil
+		return OpResult{}, errCode(CodeBadArguments, op.Key)
 	}
 	parent, _, err := TreeNode(a.ov, parentPath)
 	if err != nil {
-		return OpResult{}, nil, err
+		return OpResult{}, err
 	}
 	if parent == nil {
-		return OpResult{}, errCode(CodeNoNode, op.Key), nil
+		return OpResult{}, errCode(CodeNoNode, op.Key)
 	}
-	if !CheckACL(parent.ACL, PermDelete, auth) || !a.meta.AuthState().ZKPermitted(op.Key, PermDelete, auth) {
-		return OpResult{}, errCode(CodeNoAuth, op.Key), nil
+	if !ZKAllowed(a.meta.AuthState(), parent.ACL, op.Key, PermDelete, auth) {
+		return OpResult{}, errCode(CodeNoAuth, op.Key)
 	}
 	n, d, err := TreeNode(a.ov, op.Key)
 	if err != nil {
-		return OpResult{}, nil, err
+		return OpResult{}, err
 	}
 	if n == nil {
-		return OpResult{}, errCode(CodeNoNode, op.Key), nil
+		return OpResult{}, errCode(CodeNoNode, op.Key)
 	}
 	if !zkVersionOK(op.ExpectedVersion, zkVersion(n)) {
-		return OpResult{}, errCode(CodeBadVersion, op.Key), nil
+		return OpResult{}, errCode(CodeBadVersion, op.Key)
 	}
 	if d != nil && d.NumChildren > 0 {
-		return OpResult{}, errCode(CodeNotEmpty, op.Key), nil
+		return OpResult{}, errCode(CodeNotEmpty, op.Key)
 	}
 	if err := a.removeNode(n); err != nil {
-		return OpResult{}, nil, err
+		return OpResult{}, err
 	}
-	return OpResult{Kind: OpDelete, Deleted: 1}, nil, nil
+	return OpResult{Kind: OpDelete, Deleted: 1}, nil
 }
 
-func (a *applier) setData(op *TxnOp, auth []ID) (OpResult, error, error) {
-	n, d, refused, err := a.zkTarget(op.Key, PermWrite, auth)
-	if err != nil || refused != nil {
-		return OpResult{}, refused, err
+func (a *applier) setData(op *TxnOp, auth []ID) (OpResult, error) {
+	n, d, err := a.zkTarget(op.Key, PermWrite, auth)
+	if err != nil {
+		return OpResult{}, err
 	}
 	if !zkVersionOK(op.ExpectedVersion, zkVersion(n)) {
-		return OpResult{}, errCode(CodeBadVersion, op.Key), nil
+		return OpResult{}, errCode(CodeBadVersion, op.Key)
 	}
 	var prev *Node
 	nn := n.Clone()
@@ -855,32 +853,32 @@ func (a *applier) setData(op *TxnOp, auth []ID) (OpResult, error, error) {
 	nn.Version++
 	nn.ModRev, nn.Mtime = a.rev, a.entry.Time
 	if err := a.writeNode(prev, nn); err != nil {
-		return OpResult{}, nil, err
+		return OpResult{}, err
 	}
-	return OpResult{Kind: OpSetData, Node: nn, Dir: d}, nil, nil
+	return OpResult{Kind: OpSetData, Node: nn, Dir: d}, nil
 }
 
-func (a *applier) check(op *TxnOp, auth []ID) (OpResult, error, error) {
-	n, d, refused, err := a.zkTarget(op.Key, PermRead, auth)
-	if err != nil || refused != nil {
-		return OpResult{}, refused, err
+func (a *applier) check(op *TxnOp, auth []ID) (OpResult, error) {
+	n, d, err := a.zkTarget(op.Key, PermRead, auth)
+	if err != nil {
+		return OpResult{}, err
 	}
 	if !zkVersionOK(op.ExpectedVersion, zkVersion(n)) {
-		return OpResult{}, errCode(CodeBadVersion, op.Key), nil
+		return OpResult{}, errCode(CodeBadVersion, op.Key)
 	}
-	return OpResult{Kind: OpCheck, Node: n, Dir: d}, nil, nil
+	return OpResult{Kind: OpCheck, Node: n, Dir: d}, nil
 }
 
-func (a *applier) setACL(op *TxnOp, auth []ID) (OpResult, error, error) {
-	n, d, refused, err := a.zkTarget(op.Key, PermAdmin, auth)
-	if err != nil || refused != nil {
-		return OpResult{}, refused, err
+func (a *applier) setACL(op *TxnOp, auth []ID) (OpResult, error) {
+	n, d, err := a.zkTarget(op.Key, PermAdmin, auth)
+	if err != nil {
+		return OpResult{}, err
 	}
 	if op.ExpectedVersion != -1 && op.ExpectedVersion != n.Aversion {
-		return OpResult{}, errCode(CodeBadVersion, op.Key), nil
+		return OpResult{}, errCode(CodeBadVersion, op.Key)
 	}
 	if len(op.ACL) == 0 {
-		return OpResult{}, errCode(CodeInvalidACL, op.Key), nil
+		return OpResult{}, errCode(CodeInvalidACL, op.Key)
 	}
 	nn := n.Clone()
 	var prev *Node
@@ -896,7 +894,7 @@ func (a *applier) setACL(op *TxnOp, auth []ID) (OpResult, error, error) {
 	a.changed = true
 	if prev == nil {
 		if err := a.writeNode(nil, nn); err != nil {
-			return OpResult{}, nil, err
+			return OpResult{}, err
 		}
 	} else {
 		// No event: the next event on the key carries this node as
@@ -907,7 +905,7 @@ func (a *applier) setACL(op *TxnOp, auth []ID) (OpResult, error, error) {
 		}
 		a.silent[string(nn.Key)] = true
 	}
-	return OpResult{Kind: OpSetACL, Node: nn, Dir: d}, nil, nil
+	return OpResult{Kind: OpSetACL, Node: nn, Dir: d}, nil
 }
 
 func (a *applier) leaseGrant(g *LeaseGrant) (*Result, error) {

@@ -95,7 +95,7 @@ type Status struct {
 	// QuotaBytes is the space quota (etcd's --quota-backend-bytes), 0
 	// for none.
 	QuotaBytes int64
-	Members    []Member
+	Members    []ClusterMember
 	// Err is why the member stopped applying the log (an I/O or apply
 	// failure), nil while it runs. A stopped member serves nothing more.
 	Err error
@@ -124,8 +124,10 @@ func (s Status) ServesSessions() bool {
 	return s.Err == nil && s.LeaderID != 0 && !s.Corrupt
 }
 
-// Member is one server of the ensemble as clients should see it.
-type Member struct {
+// ClusterMember is one server of the ensemble as clients should see it:
+// what etcd's MemberList and ZooKeeper's srvr and conf report. (The
+// running process is server.Member; its replication is zab.Member.)
+type ClusterMember struct {
 	ID         uint64
 	Name       string
 	PeerURL    string

@@ -120,6 +120,16 @@ func CodeOf(err error) Code {
 	return 0xff
 }
 
+// IsRefusal reports whether err, from Apply's ops or from a check it shares
+// with the faces (ZKTarget, CheckRangeACL), is a refusal: a bare *Error,
+// which the state machine decides alike on every replica. Any other error
+// is a failure to read the state. A View never returns a bare *Error (see
+// View), so a read failure is never taken for a refusal.
+func IsRefusal(err error) bool {
+	_, ok := err.(*Error)
+	return ok
+}
+
 func errCode(c Code, key []byte) error { return &Error{Code: c, Key: key} }
 
 // Sentinel errors for reads.

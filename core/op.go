@@ -39,10 +39,11 @@ const (
 	// OriginEtcd is an etcd client's request.
 	OriginEtcd
 	// OriginZooKeeper is a ZooKeeper client's request, or the ZooKeeper
-	// face's own (closing a session, reaping containers and TTL nodes).
+	// face's own (closing a session).
 	OriginZooKeeper
 	// OriginMember is the member's own op: a lease or session that
-	// expired, a compaction it scheduled, a corruption check, an alarm.
+	// expired, a container or TTL node reaped, a compaction it scheduled,
+	// a corruption check, an alarm.
 	OriginMember
 )
 

@@ -8,7 +8,9 @@ import (
 // View is a consistent read of the state at one revision. The store provides
 // one over Badger; MemState provides one in memory for tests. Nodes and other
 // records a View returns belong to the caller, who may keep but must not
-// modify them: Apply clones before it changes anything.
+// modify them: Apply clones before it changes anything. A View's errors are
+// failures to read, never a bare *Error, which Apply would take for a
+// refusal (see IsRefusal).
 type View interface {
 	// Meta returns the revision bookkeeping.
 	Meta() (Meta, error)

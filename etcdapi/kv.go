@@ -3,7 +3,6 @@ package etcdapi
 import (
 	"bytes"
 	"context"
-	"errors"
 	"math"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -30,8 +29,8 @@ func (k *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResp
 		return nil, err
 	}
 	defer done()
-	if refused, err := core.CheckRangeACL(view, r.Key, r.RangeEnd, c.zkAuth()); refused != nil || err != nil {
-		return nil, grpcError(errors.Join(refused, err))
+	if err := core.CheckRangeACL(view, r.Key, r.RangeEnd, c.zkAuth()); err != nil {
+		return nil, grpcError(err)
 	}
 	res, err := core.DoRange(view, r.Key, r.RangeEnd, *rangeOptions(r))
 	if err != nil {
@@ -109,8 +108,8 @@ func (k *kvServer) RangeStream(r *pb.RangeRequest, stream grpc.ServerStreamingSe
 		return err
 	}
 	defer done()
-	if refused, err := core.CheckRangeACL(view, r.Key, r.RangeEnd, c.zkAuth()); refused != nil || err != nil {
-		return grpcError(errors.Join(refused, err))
+	if err := core.CheckRangeACL(view, r.Key, r.RangeEnd, c.zkAuth()); err != nil {
+		return grpcError(err)
 	}
 	send := func(resp *pb.RangeResponse) error {
 		return stream.Send(&pb.RangeStreamResponse{RangeResponse: resp})
@@ -348,8 +347,8 @@ func (k *kvServer) readRevRanges(ctx context.Context, t *core.Txn, res *core.Res
 			}
 			// The history read meets the znodes' ACLs as the Txn's
 			// other ranges do in the core.
-			if refused, err := core.CheckRangeACL(v, op.Key, op.End, t.Auth); refused != nil || err != nil {
-				return grpcError(errors.Join(refused, err))
+			if err := core.CheckRangeACL(v, op.Key, op.End, t.Auth); err != nil {
+				return grpcError(err)
 			}
 			read, err := core.DoRange(v, op.Key, op.End, *op.Range)
 			if err != nil {

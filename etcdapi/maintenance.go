@@ -238,7 +238,7 @@ func (c *clusterServer) MemberList(ctx context.Context, _ *pb.MemberListRequest)
 	st := c.s.b.Status()
 	members := st.Members
 	if len(members) == 0 {
-		members = []core.Member{{ID: st.MemberID, Name: c.s.cfg.MemberName, IsLeader: true}}
+		members = []core.ClusterMember{{ID: st.MemberID, Name: c.s.cfg.MemberName, IsLeader: true}}
 	}
 	resp := &pb.MemberListResponse{Header: c.s.header(0)}
 	for _, mem := range members {

@@ -132,21 +132,14 @@ func (c *corruptChecker) run() {
 	if cfg.CorruptCheckInterval <= 0 {
 		return
 	}
-	t := time.NewTicker(cfg.CorruptCheckInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
+	runEvery(ctx, cfg.CorruptCheckInterval, func() {
+		if !c.m.roles.leading.Load() {
 			return
-		case <-t.C:
-			if !c.m.roles.leading.Load() {
-				continue
-			}
-			if err := c.propose(ctx, &core.Op{HashCheck: &core.HashCheck{}}); err != nil {
-				c.m.log.Warn("propose corruption check", "err", err)
-			}
 		}
-	}
+		if err := c.propose(ctx, &core.Op{HashCheck: &core.HashCheck{}}); err != nil {
+			c.m.log.Warn("propose corruption check", "err", err)
+		}
+	})
 }
 
 // propose puts op in the log past the member's own refusal to serve: a

@@ -168,16 +168,9 @@ func (ls *lessor) MinTTL() int64 { return ls.minTTL }
 // run proposes, as the leader of epoch, the revocation of expired leases
 // until ctx ends. The caller refreshes the countdowns first.
 func (ls *lessor) run(ctx context.Context, every time.Duration, epoch uint32) {
-	t := time.NewTicker(every)
-	defer t.Stop()
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	runEvery(ctx, every, func() {
 		for id, done := range ls.expired() {
 			wg.Add(1)
 			go func() {
@@ -185,7 +178,7 @@ func (ls *lessor) run(ctx context.Context, every time.Duration, epoch uint32) {
 				ls.expire(ctx, epoch, id, done)
 			}()
 		}
-	}
+	})
 }
 
 // expired marks the leases past their deadline as being revoked.

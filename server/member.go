@@ -35,6 +35,9 @@ type MemberConfig struct {
 	// LeaseCheckInterval is how often expired leases are looked for
 	// (default 100ms).
 	LeaseCheckInterval time.Duration
+	// ReaperInterval is how often the leader looks for empty containers
+	// and expired TTL nodes to delete (default 1s; see reaper).
+	ReaperInterval time.Duration
 	// Name and the advertised client addresses, reported in Status.
 	Name    string
 	EtcdURL string
@@ -126,12 +129,14 @@ type ClientAddrs struct {
 // the revocation of expired ones; every member follows grants and revokes
 // through the log, and a member that becomes leader gives every lease a
 // fresh full TTL. Keep-alives received by a follower go to the leader's
-// lessor through zab.CallLeader.
+// lessor through zab.CallLeader. The reaper of containers and TTL nodes
+// has the same owner: it runs on the leader only.
 type Member struct {
 	cfg    MemberConfig
 	log    *slog.Logger
 	zab    *zab.Member
 	lessor *lessor
+	reaper *reaper
 
 	// mu guards the state and the hub, which a snapshot restore replaces
 	// together; readers hold it only to pick them up.
@@ -184,6 +189,9 @@ func OpenMember(cfg MemberConfig) (*Member, error) {
 	if cfg.LeaseCheckInterval <= 0 {
 		cfg.LeaseCheckInterval = 100 * time.Millisecond
 	}
+	if cfg.ReaperInterval <= 0 {
+		cfg.ReaperInterval = time.Second
+	}
 	if cfg.ReclaimInterval <= 0 {
 		cfg.ReclaimInterval = defaultReclaimInterval
 	}
@@ -225,6 +233,14 @@ func OpenMember(cfg MemberConfig) (*Member, error) {
 		cancel()
 		ref.st.Close()
 		return nil, fmt.Errorf("server: load leases: %w", err)
+	}
+	m.reaper = newReaper(cfg.Clock, func(ctx context.Context) (core.ReadView, error) { return m.Read(ctx, 0) },
+		m.proposeAsLeader, cfg.Logger.With("component", "reaper"))
+	if err := m.reaper.load(ref.st); err != nil {
+		cancel()
+		m.hub.Close()
+		ref.st.Close()
+		return nil, fmt.Errorf("server: load reaper: %w", err)
 	}
 	m.zab, err = zab.Open(zab.Config{
 		Dir:               filepath.Join(cfg.DataDir, "log"),
@@ -388,6 +404,7 @@ func (s *stateMachine) ApplyWhen(entries []zab.Entry, durable func() error) ([]a
 		}
 		hub.Publish(batches)
 		m.lessor.observe(seg, results)
+		m.reaper.candidates.observe(batches)
 		if slices.ContainsFunc(seg, func(e core.Entry) bool { return e.Op.Alarm != nil || e.Op.Auth != nil }) {
 			if err := m.loadAlarms(ref); err != nil {
 				return nil, fmt.Errorf("server: read alarms and auth: %w", err)
@@ -639,11 +656,11 @@ func (m *Member) Status() core.Status {
 }
 
 // members lists the ensemble, voters then observers, by ID.
-func (m *Member) members(leader uint64) []core.Member {
+func (m *Member) members(leader uint64) []core.ClusterMember {
 	if len(m.cfg.Peers) == 0 && len(m.cfg.Observers) == 0 {
-		return []core.Member{{ID: m.cfg.ID, Name: m.cfg.Name, PeerURL: m.cfg.PeerURL, EtcdURL: m.cfg.EtcdURL, ZKAddr: m.cfg.ZKAddr, IsLeader: true}}
+		return []core.ClusterMember{{ID: m.cfg.ID, Name: m.cfg.Name, PeerURL: m.cfg.PeerURL, EtcdURL: m.cfg.EtcdURL, ZKAddr: m.cfg.ZKAddr, IsLeader: true}}
 	}
-	var out []core.Member
+	var out []core.ClusterMember
 	for _, group := range []struct {
 		addrs    map[uint64]string
 		observer bool
@@ -663,7 +680,7 @@ func (m *Member) members(leader uint64) []core.Member {
 					c.ZKAddr = m.cfg.ZKAddr
 				}
 			}
-			out = append(out, core.Member{
+			out = append(out, core.ClusterMember{
 				ID: id, Name: fmt.Sprintf("janus-%d", id), PeerURL: "http://" + group.addrs[id],
 				EtcdURL: c.EtcdURL, ZKAddr: c.ZKAddr, IsLeader: id == leader, IsObserver: group.observer,
 			})

@@ -14,14 +14,7 @@ const defaultReclaimInterval = 5 * time.Minute
 // runReclaim rewrites garbage value log files every interval until ctx
 // ends. Each member does it for its own disk; it changes no state.
 func (m *Member) runReclaim(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	runEvery(ctx, interval, func() {
 		ref, done := m.holdState()
 		n, err := ref.st.ReclaimValueLog()
 		done()
@@ -31,7 +24,7 @@ func (m *Member) runReclaim(ctx context.Context, interval time.Duration) {
 		case n > 0:
 			m.log.Info("value log GC", "files_rewritten", n)
 		}
-	}
+	})
 }
 
 // holdState returns the state in use and keeps a restore from retiring it

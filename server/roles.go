@@ -19,24 +19,25 @@ type roleTracker struct {
 	leading atomic.Bool
 }
 
-// followRoles runs the lessor while this member leads and stops it when
-// it does not, until ctx ends or zab stops. Each new leadership starts
-// every lease's countdown afresh: the old leader's countdowns died with
-// it, and extending leases is safe where expiring them in a burst is not.
+// followRoles runs the leader's duties, the lessor and the reaper, while
+// this member leads and stops them when it does not, until ctx ends or zab
+// stops. Each new leadership starts every lease's countdown afresh: the
+// old leader's countdowns died with it, and extending leases is safe where
+// expiring them in a burst is not.
 func (m *Member) followRoles(ctx context.Context) {
 	var (
 		stop  context.CancelFunc
-		epoch uint32 // of the leadership the running lessor serves
+		epoch uint32 // of the leadership the running duties serve
 		wg    sync.WaitGroup
 	)
-	stopLessor := func() {
+	stopLeading := func() {
 		if stop != nil {
 			stop()
 			wg.Wait()
 			stop = nil
 		}
 	}
-	defer stopLessor()
+	defer stopLeading()
 	for {
 		select {
 		case <-ctx.Done():
@@ -49,22 +50,26 @@ func (m *Member) followRoles(ctx context.Context) {
 			m.log.Info("role changed", "role", rc.Role, "leader", rc.LeaderID, "epoch", rc.Epoch)
 			if !leading {
 				m.roles.leading.Store(false)
-				stopLessor()
+				stopLeading()
 				continue
 			}
 			if stop != nil && epoch != rc.Epoch {
 				// A later leadership of this member (the changes in
 				// between were dropped): its countdowns start afresh.
-				stopLessor()
+				stopLeading()
 			}
 			if stop == nil {
 				m.lessor.refresh()
 				lctx, cancel := context.WithCancel(ctx)
 				stop, epoch = cancel, rc.Epoch
-				wg.Add(1)
+				wg.Add(2)
 				go func() {
 					defer wg.Done()
 					m.lessor.run(lctx, m.cfg.LeaseCheckInterval, epoch)
+				}()
+				go func() {
+					defer wg.Done()
+					m.reaper.run(lctx, m.cfg.ReaperInterval, epoch)
 				}()
 			}
 			m.roles.leading.Store(true)

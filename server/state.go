@@ -84,7 +84,7 @@ func (s *stateMachine) Snapshot(w io.Writer) (uint64, error) {
 // switched to it and the member starts serving it. The old store is closed
 // when its last reader is done. Watchers are ended (the snapshot carries
 // no event history, so they could not be resumed gap-free from it) and
-// leases are reloaded from the new state.
+// leases and the reaper's candidates are reloaded from the new state.
 func (s *stateMachine) Restore(r io.Reader) error {
 	m := s.m
 	dir := fmt.Sprintf("%s-%d", defaultStateDir, time.Now().UnixNano())
@@ -118,6 +118,9 @@ func (s *stateMachine) Restore(r io.Reader) error {
 	}
 	if err := m.lessor.reload(st); err != nil {
 		return fmt.Errorf("server: reload leases after restore: %w", err)
+	}
+	if err := m.reaper.load(st); err != nil {
+		return fmt.Errorf("server: reload reaper after restore: %w", err)
 	}
 	m.log.Info("state replaced by a snapshot", "applied", st.AppliedIndex(), "rev", st.Rev(), "dir", dir)
 	m.bg.Add(1)

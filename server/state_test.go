@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -28,6 +29,7 @@ func TestRestoreReplacesNonEmptyState(t *testing.T) {
 	if _, err := src.Propose(ctx, &core.Op{LeaseGrant: &core.LeaseGrant{ID: id, TTL: 30}}); err != nil {
 		t.Fatal(err)
 	}
+	proposeZK(t, src, zkCreate("/src-c", core.ModeContainer, 0))
 	var snap bytes.Buffer
 	if _, err := (&stateMachine{m: src}).Snapshot(&snap); err != nil {
 		t.Fatal(err)
@@ -37,6 +39,10 @@ func TestRestoreReplacesNonEmptyState(t *testing.T) {
 	dst := openTestMember(t, dir, nil)
 	if _, err := dst.Propose(ctx, putOp("old", "x", 0)); err != nil {
 		t.Fatal(err)
+	}
+	proposeZK(t, dst, zkCreate("/old-c", core.ModeContainer, 0))
+	if got := dst.reaper.candidates.paths(); !slices.Equal(got, []string{"/old-c"}) {
+		t.Fatalf("reaper candidates before the restore: %q", got)
 	}
 	before, err := dst.Read(ctx, 0)
 	if err != nil {
@@ -74,6 +80,9 @@ func TestRestoreReplacesNonEmptyState(t *testing.T) {
 		}
 		if _, ok := m.Leases().Remaining(id); !ok {
 			t.Fatal("the snapshot's lease is unknown to the lessor")
+		}
+		if got := m.reaper.candidates.paths(); !slices.Equal(got, []string{"/src-c"}) {
+			t.Fatalf("reaper candidates %q, want the snapshot's container only", got)
 		}
 	}
 	check(dst)

@@ -27,8 +27,10 @@ type Config struct {
 	// 3.8's default, srvr only: cons, dump and others list session IDs
 	// and client addresses to anyone who can connect.
 	FourLetterWhitelist []string
-	// ReaperInterval is how often empty containers and expired TTL nodes
-	// are looked for (default 1s).
+	// ReaperInterval is what conf reports as reaperIntervalMs (default
+	// 1s): how often the leader looks for empty containers and expired TTL
+	// nodes. The member reaps them, whatever faces it serves (see
+	// server.MemberConfig.ReaperInterval).
 	ReaperInterval time.Duration
 	// DisableExtendedTypes turns TTL nodes off, as ZooKeeper's
 	// extendedTypesEnabled=false does (they are on by default).
@@ -50,9 +52,6 @@ type Config struct {
 	// Dirs names the directories conf and dirs report as ZooKeeper's
 	// dataDir (the state) and dataLogDir (the log); nil reports none.
 	Dirs func() (data, log string)
-	// Clock is the wall clock the reaper compares TTLs with (default
-	// time.Now).
-	Clock func() time.Time
 	// RootToken reports whether an etcd auth token names a root user
 	// under the current auth state; with etcd auth on, the admin commands
 	// that show sessions need one (see adminauth.go). nil refuses every
@@ -122,9 +121,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ReaperInterval <= 0 {
 		c.ReaperInterval = time.Second
-	}
-	if c.Clock == nil {
-		c.Clock = time.Now
 	}
 	return c
 }

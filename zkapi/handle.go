@@ -498,17 +498,20 @@ func (c *conn) exists(path string, watch bool, ids []core.ID) reply {
 }
 
 // readTarget finds the node a read names and checks that ids may do perm
-// on it. When ok is false, refused is the reply to send (NoNode, NoAuth or
-// a failed read).
+// on it, by core's rule for a ZooKeeper request's target (core.ZKTarget),
+// which writes meet in Apply. A string that is not a tree path names no
+// znode. When ok is false, refused is the reply to send (NoNode, NoAuth
+// or a failed read).
 func readTarget(v core.View, st *core.AuthState, path string, perm core.Perm, ids []core.ID) (n *core.Node, d *core.Dir, refused reply, ok bool) {
-	n, d, err := lookup(v, path)
+	if !core.IsTreePath([]byte(path)) {
+		return nil, nil, reply{code: jute.CodeNoNode}, false
+	}
+	n, d, err := core.ZKTarget(v, st, []byte(path), perm, ids)
 	switch {
+	case core.IsRefusal(err):
+		return nil, nil, reply{code: codeOf(err)}, false
 	case err != nil:
 		return nil, nil, reply{fail: err}, false
-	case n == nil:
-		return nil, nil, reply{code: jute.CodeNoNode}, false
-	case !core.CheckACL(n.ACL, perm, ids), !st.ZKPermitted([]byte(path), perm, ids):
-		return nil, nil, reply{code: jute.CodeNoAuth}, false
 	}
 	return n, d, reply{}, true
 }
@@ -689,15 +692,12 @@ func (c *conn) multiRead(req *jute.MultiRequest, ids []core.ID) reply {
 			default:
 				return reply{code: jute.CodeMarshallingError}
 			}
-			n, d, err := lookup(v, path)
-			if err != nil {
-				return reply{fail: err}
-			}
+			n, d, refused, ok := readTarget(v, c.srv.backend.Auth(), path, core.PermRead, ids)
 			switch {
-			case n == nil:
-				resp.Results[i] = jute.MultiResult{Type: jute.OpError, Err: jute.CodeNoNode}
-			case !core.CheckACL(n.ACL, core.PermRead, ids), !c.srv.backend.Auth().ZKPermitted([]byte(path), core.PermRead, ids):
-				resp.Results[i] = jute.MultiResult{Type: jute.OpError, Err: jute.CodeNoAuth}
+			case !ok && refused.fail != nil:
+				return refused
+			case !ok:
+				resp.Results[i] = jute.MultiResult{Type: jute.OpError, Err: refused.code}
 			case op.Type == jute.OpGetData:
 				resp.Results[i] = jute.MultiResult{Type: jute.OpGetData, Data: n.Value, Stat: toStat(n, d)}
 			default:

@@ -15,14 +15,13 @@ import (
 
 // Server serves the ZooKeeper client protocol on a core.Backend.
 type Server struct {
-	reapable reapSet
-	backend  core.Backend
-	cfg      Config
-	log      *slog.Logger
-	watches  *watchManager
-	started  time.Time
-	stats    serverStats
-	digest   treeDigest // the hash four-letter word's history
+	backend core.Backend
+	cfg     Config
+	log     *slog.Logger
+	watches *watchManager
+	started time.Time
+	stats   serverStats
+	digest  treeDigest // the hash four-letter word's history
 
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
@@ -50,14 +49,10 @@ func New(b core.Backend, cfg Config) *Server {
 		ctx: ctx, cancel: cancel, ready: make(chan struct{}),
 		listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{}, sessions: map[int64]*conn{},
 	}
-	s.wg.Add(2)
+	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		s.followEvents()
-	}()
-	go func() {
-		defer s.wg.Done()
-		s.reap()
 	}()
 	return s
 }
@@ -293,7 +288,6 @@ func (s *Server) followOnce() error {
 			if !ok {
 				return fmt.Errorf("subscription closed: %w", sub.Err())
 			}
-			s.reapable.observe(re.Events)
 			if digesting {
 				s.digest.apply(re)
 			}

@@ -391,7 +391,7 @@ func (w *watchManager) fireLocked(ev zkEvent, rev int64, parentACL aclLookup) (s
 // how many it was sent to.
 func (w *watchManager) notify(conns []*conn, typ jute.EventType, path string, acl []core.ACL) (sent int) {
 	for _, c := range conns {
-		if ids := c.identities(); core.CheckACL(acl, core.PermRead, ids) && c.srv.backend.Auth().ZKPermitted([]byte(path), core.PermRead, ids) {
+		if ids := c.identities(); core.ZKAllowed(c.srv.backend.Auth(), acl, []byte(path), core.PermRead, ids) {
 			c.sendEvent(typ, path)
 			sent++
 		}

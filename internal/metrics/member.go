@@ -146,7 +146,7 @@ func (c *memberCollector) Collect(ch chan<- prometheus.Metric) {
 	if len(rep.PeerAcked) > 0 { // the leader: ZooKeeper prints these there only
 		synced, observers := 0, 0
 		for id := range rep.PeerAcked {
-			if slices.ContainsFunc(st.Members, func(m core.Member) bool { return m.ID == id && m.IsObserver }) {
+			if slices.ContainsFunc(st.Members, func(m core.ClusterMember) bool { return m.ID == id && m.IsObserver }) {
 				observers++
 			} else {
 				synced++
