@@ -169,37 +169,50 @@ func (m *Member) runCompactor(ctx context.Context, ticks <-chan time.Time) {
 			return
 		case <-ticks:
 		}
-		now := m.cfg.Clock()
-		zs := m.zab.Status()
-		if !m.roles.leading.Load() || zs.Role != zab.RoleLeader {
-			leading = false
-			continue
+		m.compactOnce(ctx, c, &leading)
+		if looked := m.cfg.compactLooked; looked != nil {
+			select {
+			case looked <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
 		}
-		if !leading {
-			leading = true
-			c.reset(now)
-		}
-		ref, _ := m.current()
-		to := c.next(now, ref.st.Rev())
-		if to == 0 {
-			continue
-		}
-		pctx, cancel := context.WithTimeout(ctx, checkProposeTimeout)
-		res, err := m.proposeAsLeader(pctx, zs.Epoch, &core.Op{Compact: &core.Compact{Rev: to}})
-		cancel()
-		if err == nil {
-			err = res.Err
-		}
-		switch {
-		case err == nil:
-			m.log.Info("auto-compacted", "mode", c.cfg.Mode, "rev", to)
-			c.compactedTo(now, to)
-		case errors.Is(err, core.ErrCompacted):
-			// A client compacted as far already (Kubernetes does,
-			// every five minutes).
-			c.compactedTo(now, to)
-		default:
-			m.log.Warn("auto-compaction", "rev", to, "err", err)
-		}
+	}
+}
+
+// compactOnce is one look of the compactor: while this member leads, it
+// samples the revision and proposes the compaction that is due.
+func (m *Member) compactOnce(ctx context.Context, c *compactor, leading *bool) {
+	now := m.cfg.Clock()
+	zs := m.zab.Status()
+	if !m.roles.leading.Load() || zs.Role != zab.RoleLeader {
+		*leading = false
+		return
+	}
+	if !*leading {
+		*leading = true
+		c.reset(now)
+	}
+	ref, _ := m.current()
+	to := c.next(now, ref.st.Rev())
+	if to == 0 {
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, checkProposeTimeout)
+	res, err := m.proposeAsLeader(pctx, zs.Epoch, &core.Op{Compact: &core.Compact{Rev: to}})
+	cancel()
+	if err == nil {
+		err = res.Err
+	}
+	switch {
+	case err == nil:
+		m.log.Info("auto-compacted", "mode", c.cfg.Mode, "rev", to)
+		c.compactedTo(now, to)
+	case errors.Is(err, core.ErrCompacted):
+		// A client compacted as far already (Kubernetes does,
+		// every five minutes).
+		c.compactedTo(now, to)
+	default:
+		m.log.Warn("auto-compaction", "rev", to, "err", err)
 	}
 }

@@ -120,25 +120,25 @@ func TestAutoCompactionOnEveryMember(t *testing.T) {
 			clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 			c := newReplicaCluster(t)
 			ticks := map[uint64]chan time.Time{}
+			looked := map[uint64]chan struct{}{}
 			for id := uint64(1); id <= 3; id++ {
-				ch := make(chan time.Time)
-				ticks[id] = ch
+				ch, done := make(chan time.Time), make(chan struct{})
+				ticks[id], looked[id] = ch, done
 				c.start(id, func(cfg *MemberConfig) {
 					cfg.AutoCompaction = mode
 					cfg.Clock = clock.Now
-					cfg.compactTicks = ch
+					cfg.compactTicks, cfg.compactLooked = ch, done
 					// Elections would start the leader's samples afresh.
 					cfg.ElectionTimeout, cfg.HeartbeatInterval = 2*time.Second, 50*time.Millisecond
 				})
 			}
-			// tick wakes every member's compactor twice: once the second
-			// wake is taken, the first has been acted on.
+			// tick wakes every member's compactor once and waits until each
+			// has acted on it, so no write races its look.
 			tick := func() {
 				c.settle() // the leader samples what every member applied
-				for range 2 {
-					for id := uint64(1); id <= 3; id++ {
-						ticks[id] <- clock.Now()
-					}
+				for id := uint64(1); id <= 3; id++ {
+					ticks[id] <- clock.Now()
+					<-looked[id]
 				}
 			}
 			m1 := c.members[1]

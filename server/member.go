@@ -113,8 +113,11 @@ type MemberConfig struct {
 	// applies them: the way a test damages one replica.
 	tamper func(*core.Entry)
 	// compactTicks, set only by tests, wakes the compactor instead of its
-	// ticker, so that a test with a fake Clock decides when it looks.
-	compactTicks <-chan time.Time
+	// ticker, so that a test with a fake Clock decides when it looks;
+	// compactLooked, if also set, is told when the compactor has acted on
+	// a wake, so the test writes nothing the look could see.
+	compactTicks  <-chan time.Time
+	compactLooked chan<- struct{}
 }
 
 // ClientAddrs are the addresses a member serves clients on.
