@@ -139,6 +139,7 @@ type Server struct {
 	healthDone chan struct{} // closed when health.follow has returned
 
 	watchStats   watchStats
+	watchFan     watchFan
 	leaseClients leaseClients
 
 	mu          sync.Mutex
@@ -341,6 +342,7 @@ func (s *Server) Stop() {
 		s.mu.Unlock()
 		s.innerConn.Close()
 		<-s.innerDone
+		s.watchFan.wait()
 	})
 }
 
