@@ -84,6 +84,11 @@ type Config struct {
 	// certificate the user of a request that carries no token (etcd's
 	// --client-cert-auth).
 	ClientCertAuth bool
+
+	// watchQueueLen bounds the revisions a watch stream may have waiting
+	// before it reads from history instead (0: streamQueueLen). Tests
+	// shrink it to make streams fall behind.
+	watchQueueLen int
 }
 
 func (c Config) withDefaults() Config {

@@ -369,8 +369,9 @@ func (ws *watchStream) handLocked(f *watchFeed, it fanItem) {
 	switch {
 	case ws.behind != 0:
 		// Catching up from history already covers it.
-	case len(ws.handed) >= streamQueueLen:
+	case len(ws.handed) >= ws.s.watchQueueLen():
 		ws.behind, ws.behindFeed = rev, f
+		ws.s.watchStats.fellBehind.Add(1)
 		if ws.pending == 0 {
 			ws.pending = rev
 		}
@@ -654,6 +655,8 @@ func (ws *watchStream) requestProgress() {
 }
 
 func (ws *watchStream) allSentLocked(rev int64) bool {
+	ws.s.watchFan.mu.Lock()
+	defer ws.s.watchFan.mu.Unlock()
 	for _, w := range ws.watchers {
 		if w.sentLocked() < rev && !w.ended {
 			return false
@@ -681,6 +684,7 @@ func (ws *watchStream) sendProgress() {
 	}
 	var notes []note
 	ws.mu.Lock()
+	ws.s.watchFan.mu.Lock()
 	for _, w := range ws.watchers {
 		if !w.progressNotify || !w.live || w.ended {
 			continue
@@ -691,6 +695,7 @@ func (ws *watchStream) sendProgress() {
 		}
 		notes = append(notes, note{w, w.sentLocked()})
 	}
+	ws.s.watchFan.mu.Unlock()
 	ws.mu.Unlock()
 	for _, n := range notes {
 		ws.queue(n.w.ctx, &pb.WatchResponse{Header: ws.header(n.rev), WatchId: n.w.id})
@@ -744,14 +749,11 @@ type watcher struct {
 
 // sentLocked is the revision up to which the watcher has every event
 // queued: a live watcher has everything the feed has taken, but for what
-// its stream still has to deliver. ws.mu is held.
+// its stream still has to deliver. ws.mu and the fan's mu are held.
 func (w *watcher) sentLocked() int64 {
 	if !w.live {
 		return w.sent
 	}
-	fan := &w.ws.s.watchFan
-	fan.mu.Lock()
-	defer fan.mu.Unlock()
 	done := w.feed.taken
 	if w.ws.pending != 0 {
 		done = w.ws.pending - 1
@@ -949,6 +951,9 @@ type watchStats struct {
 	// fromZooKeeper counts the events sent that ZooKeeper clients wrote:
 	// the changes that crossed from the ZooKeeper face to this one.
 	fromZooKeeper atomic.Uint64
+	// fellBehind counts the times a stream's queue was full and the
+	// stream went on from history.
+	fellBehind atomic.Uint64
 }
 
 // WatchStats returns how many watch streams and watchers are open and how

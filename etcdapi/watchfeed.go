@@ -14,6 +14,13 @@ import (
 // history instead, so it never holds up the feed or the other streams.
 const streamQueueLen = 1024
 
+func (s *Server) watchQueueLen() int {
+	if s.cfg.watchQueueLen > 0 {
+		return s.cfg.watchQueueLen
+	}
+	return streamQueueLen
+}
+
 // watchFan owns the face's one subscription to the hub and the index of
 // every live watcher of every stream (etcd's synced watcher group). Its
 // dispatcher matches each revision against the index and hands it only to
@@ -134,8 +141,8 @@ func (fan *watchFan) publish(f *watchFeed, re core.RevEvents) {
 		return
 	}
 	rv := sharedRevView(re, prevKV)
-	for ws, ws2 := range targets {
-		ws.handLocked(f, fanItem{rv: rv, watchers: ws2})
+	for ws, watchers := range targets {
+		ws.handLocked(f, fanItem{rv: rv, watchers: watchers})
 	}
 }
 
