@@ -116,6 +116,7 @@ type watchStream struct {
 	// delivered (0: none): the live watchers have every event before it.
 	pending int64
 	failed  []*watchFeed // ended feeds whose live watchers must end
+	picked  []*watcher   // the feed's scratch list while it matches one revision
 }
 
 func (ws *watchStream) close() {
@@ -424,11 +425,10 @@ func (ws *watchStream) drain() {
 		fan.mu.Lock()
 		switch {
 		case len(ws.handed) > 0:
-			it := ws.handed[0]
-			ws.handed[0] = fanItem{}
-			ws.handed = ws.handed[1:]
+			items := ws.handed
+			ws.handed = nil
 			fan.mu.Unlock()
-			ws.deliverItem(it)
+			ws.deliverItems(items)
 			ws.settled()
 		case len(ws.failed) > 0:
 			f := ws.failed[0]
@@ -470,22 +470,44 @@ func (ws *watchStream) drain() {
 	}
 }
 
-// deliverItem queues one handed revision's events to the watchers it
-// concerns that are still live.
-func (ws *watchStream) deliverItem(it fanItem) {
+// deliverItems queues the events of handed revisions to the watchers they
+// concern that are still live: one response per watcher for all of them.
+func (ws *watchStream) deliverItems(items []fanItem) {
 	ws.deliverMu.Lock()
 	defer ws.deliverMu.Unlock()
-	rev := it.rv.re.Rev
-	targets := it.watchers[:0]
+	if len(items) == 1 {
+		it := items[0]
+		rev := it.rv.re.Rev
+		targets := it.watchers[:0]
+		ws.mu.Lock()
+		for _, w := range it.watchers {
+			if w.live && w.sent < rev {
+				targets = append(targets, w)
+			}
+		}
+		ws.mu.Unlock()
+		for _, w := range targets {
+			w.deliver(it.rv)
+		}
+		return
+	}
+	var order []*watcher
+	revs := map[*watcher][]*revView{}
 	ws.mu.Lock()
-	for _, w := range it.watchers {
-		if w.live && w.sent < rev {
-			targets = append(targets, w)
+	for _, it := range items {
+		for _, w := range it.watchers {
+			if !w.live || w.sent >= it.rv.re.Rev {
+				continue
+			}
+			if revs[w] == nil {
+				order = append(order, w)
+			}
+			revs[w] = append(revs[w], it.rv)
 		}
 	}
 	ws.mu.Unlock()
-	for _, w := range targets {
-		w.deliver(it.rv)
+	for _, w := range order {
+		w.deliver(revs[w]...)
 	}
 }
 
@@ -873,52 +895,69 @@ func (rv *revView) prevKV(key []byte) *mvccpb.KeyValue {
 	return rv.prevKVs[string(key)]
 }
 
-// deliver queues the watcher's share of one revision's events. It returns
-// false once the watcher has ended.
-func (w *watcher) deliver(rv *revView) bool {
-	re := rv.re
+// deliver queues the watcher's share of the events of one or more
+// revisions, in order, as one response (a stream that had several
+// revisions waiting sends each watcher one response for all of them, as
+// etcd sends a backlog). It returns false once the watcher has ended.
+func (w *watcher) deliver(rvs ...*revView) bool {
 	if !w.stillPermitted() {
 		w.fail(errPermissionDenied)
 		return false
 	}
 	var events []*mvccpb.Event
-	for i, ev := range re.Events {
-		if ev.Implicit || ev.Node == nil || !w.matches(ev.Node.Key) {
-			continue
-		}
-		if w.zkAuth != nil && !core.CheckACL(ev.Node.ACL, core.PermRead, w.zkAuth) {
-			w.fail(errPermissionDenied)
-			return false
-		}
-		e := &mvccpb.Event{Type: mvccpb.PUT}
-		if ev.Type == core.EventDelete {
-			if w.noDelete {
+	var upTo int64 // the last revision whose events are all in events
+	var fromZooKeeper int
+	denied := false
+revisions:
+	for _, rv := range rvs {
+		re := rv.re
+		cut := len(events)
+		for i, ev := range re.Events {
+			if ev.Implicit || ev.Node == nil || !w.matches(ev.Node.Key) {
 				continue
 			}
-			e.Type = mvccpb.DELETE
-		} else if w.noPut {
-			continue
+			if w.zkAuth != nil && !core.CheckACL(ev.Node.ACL, core.PermRead, w.zkAuth) {
+				// Nothing of this revision goes out; the earlier
+				// ones do, then the cancel.
+				events, denied = events[:cut], true
+				break revisions
+			}
+			e := &mvccpb.Event{Type: mvccpb.PUT}
+			if ev.Type == core.EventDelete {
+				if w.noDelete {
+					continue
+				}
+				e.Type = mvccpb.DELETE
+			} else if w.noPut {
+				continue
+			}
+			e.Kv = rv.kv(i)
+			create := e.Type == mvccpb.PUT && e.Kv.CreateRevision == e.Kv.ModRevision
+			if w.prevKV && !create && re.Rev > w.compactRev {
+				e.PrevKv = rv.prevKV(ev.Node.Key)
+			}
+			events = append(events, e)
 		}
-		e.Kv = rv.kv(i)
-		create := e.Type == mvccpb.PUT && e.Kv.CreateRevision == e.Kv.ModRevision
-		if w.prevKV && !create && re.Rev > w.compactRev {
-			e.PrevKv = rv.prevKV(ev.Node.Key)
+		if re.Origin == core.OriginZooKeeper {
+			fromZooKeeper += len(events) - cut
 		}
-		events = append(events, e)
+		upTo = re.Rev
 	}
 	if len(events) > 0 {
-		resp := &pb.WatchResponse{Header: w.ws.header(re.Rev), WatchId: w.id, Events: events}
+		resp := &pb.WatchResponse{Header: w.ws.header(upTo), WatchId: w.id, Events: events}
 		if !w.ws.queueOut(w.ctx, outgoing{resp: resp, fragment: w.fragment}) {
 			return false
 		}
 		w.ws.s.watchStats.events.Add(uint64(len(events)))
-		if re.Origin == core.OriginZooKeeper {
-			w.ws.s.watchStats.fromZooKeeper.Add(uint64(len(events)))
-		}
+		w.ws.s.watchStats.fromZooKeeper.Add(uint64(fromZooKeeper))
 		w.sentEvents = true
 	}
+	if denied {
+		w.fail(errPermissionDenied)
+		return false
+	}
 	w.ws.mu.Lock()
-	w.sent = max(w.sent, re.Rev)
+	w.sent = max(w.sent, upTo)
 	w.ws.cond.Broadcast()
 	w.ws.mu.Unlock()
 	return true

@@ -41,6 +41,7 @@ type fanResult struct {
 	p50, p99 time.Duration
 	cpu      time.Duration // client and server CPU per put, events delivered included
 	events   int64         // events counted at the watchers
+	resps    int64         // responses that carried them
 }
 
 // TestWatchFanOutCost measures what a put costs with up to 100,000
@@ -74,9 +75,9 @@ func TestWatchFanOutCost(t *testing.T) {
 			er = append(er, measureFanOut(t, e.Endpoints[0], etcdPID, sc, *watchFanPuts))
 		}
 		jm, em := medianFan(jr), medianFan(er)
-		t.Logf("%-27s janus p50 %7.2fms p99 %7.2fms cpu/put %6.2fms | etcd p50 %7.2fms p99 %7.2fms cpu/put %6.2fms | janus/etcd p50 %.2fx p99 %.2fx cpu %.2fx | events %d/%d",
+		t.Logf("%-27s janus p50 %7.2fms p99 %7.2fms cpu/put %6.2fms | etcd p50 %7.2fms p99 %7.2fms cpu/put %6.2fms | janus/etcd p50 %.2fx p99 %.2fx cpu %.2fx | events %d, in %d responses from janus, %d from etcd",
 			sc.name, ms(jm.p50), ms(jm.p99), ms(jm.cpu), ms(em.p50), ms(em.p99), ms(em.cpu),
-			ratio(jm.p50, em.p50), ratio(jm.p99, em.p99), ratio(jm.cpu, em.cpu), jm.events, em.events)
+			ratio(jm.p50, em.p50), ratio(jm.p99, em.p99), ratio(jm.cpu, em.cpu), jm.events, jm.resps, em.resps)
 		for i := range jr {
 			t.Logf("%-27s round %d: janus p99 %7.2fms etcd p99 %7.2fms (%.2fx)", sc.name, i+1, ms(jr[i].p99), ms(er[i].p99), ratio(jr[i].p99, er[i].p99))
 		}
@@ -102,6 +103,7 @@ func medianFan(rs []fanResult) fanResult {
 		p99:    med(func(r fanResult) time.Duration { return r.p99 }),
 		cpu:    med(func(r fanResult) time.Duration { return r.cpu }),
 		events: rs[0].events,
+		resps:  rs[0].resps,
 	}
 }
 
@@ -124,7 +126,7 @@ func measureFanOut(t *testing.T, endpoint string, etcdPID int, sc fanScenario, p
 		}
 		return prefix + "hot"
 	}
-	var received atomic.Int64
+	var received, resps atomic.Int64
 	var wg sync.WaitGroup
 	wctx, wcancel := context.WithCancel(ctx)
 	defer func() { wcancel(); wg.Wait() }()
@@ -149,6 +151,9 @@ func measureFanOut(t *testing.T, endpoint string, etcdPID int, sc fanScenario, p
 					defer wg.Done()
 					for resp := range ch {
 						received.Add(int64(len(resp.Events)))
+						if len(resp.Events) > 0 {
+							resps.Add(1)
+						}
 					}
 				}()
 			}
@@ -184,7 +189,7 @@ func measureFanOut(t *testing.T, endpoint string, etcdPID int, sc fanScenario, p
 		t.Fatalf("%s: %d events delivered, want %d", sc.name, got, want)
 	}
 	slices.Sort(lat)
-	return fanResult{p50: lat[len(lat)/2], p99: lat[(len(lat)*99)/100], cpu: cpu / time.Duration(puts), events: want}
+	return fanResult{p50: lat[len(lat)/2], p99: lat[(len(lat)*99)/100], cpu: cpu / time.Duration(puts), events: want, resps: resps.Load()}
 }
 
 // childPID finds the child process of this one whose command is name.

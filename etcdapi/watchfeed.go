@@ -119,7 +119,7 @@ func (fan *watchFan) publish(f *watchFeed, re core.RevEvents) {
 	if f.index.len() == 0 {
 		return
 	}
-	var targets map[*watchStream][]*watcher
+	var streams []*watchStream // each once, its picked watchers gathered
 	prevKV := false
 	for _, ev := range re.Events {
 		if ev.Implicit || ev.Node == nil {
@@ -130,19 +130,20 @@ func (fan *watchFan) publish(f *watchFeed, re core.RevEvents) {
 				return
 			}
 			w.mark = re.Rev
-			if targets == nil {
-				targets = map[*watchStream][]*watcher{}
+			if len(w.ws.picked) == 0 {
+				streams = append(streams, w.ws)
 			}
-			targets[w.ws] = append(targets[w.ws], w)
+			w.ws.picked = append(w.ws.picked, w)
 			prevKV = prevKV || w.prevKV
 		})
 	}
-	if len(targets) == 0 {
+	if len(streams) == 0 {
 		return
 	}
 	rv := sharedRevView(re, prevKV)
-	for ws, watchers := range targets {
-		ws.handLocked(f, fanItem{rv: rv, watchers: watchers})
+	for _, ws := range streams {
+		ws.handLocked(f, fanItem{rv: rv, watchers: ws.picked})
+		ws.picked = nil
 	}
 }
 
