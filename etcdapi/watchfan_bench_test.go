@@ -16,7 +16,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/grpc/metadata"
 
 	"github.com/januskv/janus/internal/testenv"
 )
@@ -130,38 +129,13 @@ func measureFanOut(t *testing.T, endpoint string, etcdPID int, sc fanScenario, p
 	var wg sync.WaitGroup
 	wctx, wcancel := context.WithCancel(ctx)
 	defer func() { wcancel(); wg.Wait() }()
-	// A few creators at once: one at a time, 100,000 round trips would
-	// dominate the run.
-	const creators = 8
-	var created sync.WaitGroup
-	errs := make(chan error, creators)
-	for c0 := range creators {
-		created.Add(1)
-		go func() {
-			defer created.Done()
-			for i := c0; i < sc.watchers; i += creators {
-				sctx := metadata.AppendToOutgoingContext(wctx, "fan-stream", fmt.Sprint(i%sc.streams))
-				ch := watchCli.Watch(sctx, key(i), clientv3.WithCreatedNotify())
-				if resp := <-ch; !resp.Created {
-					errs <- fmt.Errorf("watcher %d not created: %v", i, resp.Err())
-					return
-				}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for resp := range ch {
-						received.Add(int64(len(resp.Events)))
-						if len(resp.Events) > 0 {
-							resps.Add(1)
-						}
-					}
-				}()
-			}
-		}()
-	}
-	created.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+	err := openWatchers(wctx, &wg, watchCli, sc.watchers, sc.streams, key, func(_ int, resp clientv3.WatchResponse) {
+		received.Add(int64(len(resp.Events)))
+		if len(resp.Events) > 0 {
+			resps.Add(1)
+		}
+	})
+	if err != nil {
 		t.Fatalf("%s: %v", sc.name, err)
 	}
 	cpu0 := processCPU(t, os.Getpid()) + processCPU(t, etcdPID)

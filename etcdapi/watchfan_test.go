@@ -369,36 +369,12 @@ func TestWatchFanOutDelivery(t *testing.T) {
 	defer func() { wcancel(); wg.Wait() }()
 	counts := make([]atomic.Int64, watchers)
 	began := time.Now()
-	// Watchers are created by a few workers at once: one at a time, the
-	// round trips would dominate the large form's runtime.
-	const creators = 8
-	var created sync.WaitGroup
-	errs := make(chan error, creators)
-	for c0 := range creators {
-		created.Add(1)
-		go func() {
-			defer created.Done()
-			for i := c0; i < watchers; i += creators {
-				sctx := metadata.AppendToOutgoingContext(wctx, "stream", fmt.Sprint(i%streams))
-				ch := c.Watch(sctx, fmt.Sprintf("d/%03d", i%nkeys), clientv3.WithCreatedNotify())
-				if resp := <-ch; !resp.Created {
-					errs <- fmt.Errorf("watcher %d not created: %v", i, resp.Err())
-					return
-				}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for resp := range ch {
-						counts[i].Add(int64(len(resp.Events)))
-						got.Add(int64(len(resp.Events)))
-					}
-				}()
-			}
-		}()
-	}
-	created.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+	err := openWatchers(wctx, &wg, c, watchers, streams, func(i int) string { return fmt.Sprintf("d/%03d", i%nkeys) },
+		func(i int, resp clientv3.WatchResponse) {
+			counts[i].Add(int64(len(resp.Events)))
+			got.Add(int64(len(resp.Events)))
+		})
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%d watchers on %d streams created in %v", watchers, streams, time.Since(began))
@@ -429,4 +405,39 @@ func TestWatchFanOutDelivery(t *testing.T) {
 			t.Fatalf("watcher %d got %d events, want %d", i, n, rounds)
 		}
 	}
+}
+
+// openWatchers opens n watchers, watcher i on key(i) and on stream
+// i%streams, a few at a time (one at a time, the round trips would dominate
+// a large test), and hands each response to onResp on a goroutine per
+// watcher that wg tracks and that ends with ctx.
+func openWatchers(ctx context.Context, wg *sync.WaitGroup, c *clientv3.Client, n, streams int,
+	key func(i int) string, onResp func(i int, resp clientv3.WatchResponse)) error {
+	const creators = 8
+	var created sync.WaitGroup
+	errs := make(chan error, creators)
+	for c0 := range creators {
+		created.Add(1)
+		go func() {
+			defer created.Done()
+			for i := c0; i < n; i += creators {
+				sctx := metadata.AppendToOutgoingContext(ctx, "stream", fmt.Sprint(i%streams))
+				ch := c.Watch(sctx, key(i), clientv3.WithCreatedNotify())
+				if resp := <-ch; !resp.Created {
+					errs <- fmt.Errorf("watcher %d not created: %v", i, resp.Err())
+					return
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for resp := range ch {
+						onResp(i, resp)
+					}
+				}()
+			}
+		}()
+	}
+	created.Wait()
+	close(errs)
+	return <-errs
 }
