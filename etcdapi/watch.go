@@ -512,27 +512,28 @@ func (ws *watchStream) deliverItems(items []fanItem) {
 }
 
 // replay reads revisions [from, to] from history and delivers them to the
-// stream's live watchers on f they concern.
+// stream's live watchers on f they concern, one response per watcher.
 func (ws *watchStream) replay(f *watchFeed, from, to int64) error {
 	batch, err := f.sub.Replay(from, to)
 	if err != nil {
 		return err
 	}
+	items := make([]fanItem, 0, len(batch))
+	ws.mu.Lock()
 	for _, re := range batch {
-		ws.deliverMu.Lock()
-		var targets []*watcher
-		ws.mu.Lock()
+		it := fanItem{rv: &revView{re: re}}
 		for _, w := range ws.watchers {
-			if w.live && w.feed == f && w.sent < re.Rev && re.Rev >= w.from && w.concerned(re) {
-				targets = append(targets, w)
+			if w.live && w.feed == f && re.Rev >= w.from && w.concerned(re) {
+				it.watchers = append(it.watchers, w)
 			}
 		}
-		ws.mu.Unlock()
-		rv := &revView{re: re}
-		for _, w := range targets {
-			w.deliver(rv)
+		if len(it.watchers) > 0 {
+			items = append(items, it)
 		}
-		ws.deliverMu.Unlock()
+	}
+	ws.mu.Unlock()
+	if len(items) > 0 {
+		ws.deliverItems(items)
 	}
 	return nil
 }
