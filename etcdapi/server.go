@@ -84,6 +84,11 @@ type Config struct {
 	// certificate the user of a request that carries no token (etcd's
 	// --client-cert-auth).
 	ClientCertAuth bool
+
+	// watchQueueLen bounds the revisions a watch stream may have waiting
+	// before it reads from history instead (0: streamQueueLen). Tests
+	// shrink it to make streams fall behind.
+	watchQueueLen int
 }
 
 func (c Config) withDefaults() Config {
@@ -139,6 +144,7 @@ type Server struct {
 	healthDone chan struct{} // closed when health.follow has returned
 
 	watchStats   watchStats
+	watchFan     watchFan
 	leaseClients leaseClients
 
 	mu          sync.Mutex
@@ -341,6 +347,7 @@ func (s *Server) Stop() {
 		s.mu.Unlock()
 		s.innerConn.Close()
 		<-s.innerDone
+		s.watchFan.wait()
 	})
 }
 

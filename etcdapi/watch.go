@@ -43,12 +43,18 @@ func (w *watchServer) Watch(stream grpc.BidiStreamingServer[pb.WatchRequest, pb.
 		stop:     cancel,
 		send:     make(chan outgoing, 128),
 		tick:     make(chan struct{}, 1),
+		wake:     make(chan struct{}, 1),
 		watchers: map[int64]*watcher{},
 	}
 	ws.cond = sync.NewCond(&ws.mu)
 	defer ws.close()
 	w.s.watchStats.streams.Add(1)
 	defer w.s.watchStats.streams.Add(-1)
+	ws.wg.Add(1)
+	go func() {
+		defer ws.wg.Done()
+		ws.run()
+	}()
 
 	// The receiving goroutine ends when Recv fails, which gRPC
 	// guarantees once this handler has returned.
@@ -75,26 +81,42 @@ func (w *watchServer) Watch(stream grpc.BidiStreamingServer[pb.WatchRequest, pb.
 	}
 }
 
-// watchStream is one Watch call: its watchers share one ordered send queue
-// and one feed of committed revisions.
+// watchStream is one Watch call: its watchers share one ordered send queue.
+// The face's feed hands the stream the revisions its live watchers care
+// about; the stream's own goroutine (run) turns them into responses, so a
+// stream whose client reads slowly holds up only itself.
 type watchStream struct {
 	s    *Server
 	ctx  context.Context
 	stop context.CancelFunc
 	send chan outgoing
-	tick chan struct{}  // progress interval elapsed; read by the dispatcher
-	wg   sync.WaitGroup // dispatcher, catch-up and progress goroutines
+	tick chan struct{}  // progress interval elapsed; read by run
+	wake chan struct{}  // the feed handed the stream work; read by run
+	wg   sync.WaitGroup // run, catch-up and progress goroutines
 
-	// deliverMu is held while the dispatcher queues one revision's
-	// events, so a cancel can wait out a delivery already under way.
+	// deliverMu is held while run queues one revision's events, so a
+	// cancel can wait out a delivery already under way.
 	deliverMu sync.Mutex
 
 	mu       sync.Mutex
 	cond     *sync.Cond // signalled when a watcher's sent revision moves
 	watchers map[int64]*watcher
-	feed     *feed // nil until the first watcher, and after it ends
 	nextID   int64
 	closed   bool
+
+	// Guarded by s.watchFan.mu: what the feed handed the stream.
+	handed []fanItem // revisions to deliver, oldest first
+	// behind is the first revision the stream must read from history
+	// (0: none): its queue was full when the feed handed it one, so it
+	// gets nothing more from the feed until it has caught up with
+	// behindFeed.
+	behind     int64
+	behindFeed *watchFeed
+	// pending is the first revision handed to the stream and not yet
+	// delivered (0: none): the live watchers have every event before it.
+	pending int64
+	failed  []*watchFeed // ended feeds whose live watchers must end
+	picked  []*watcher   // the feed's scratch list while it matches one revision
 }
 
 func (ws *watchStream) close() {
@@ -112,24 +134,6 @@ func (ws *watchStream) close() {
 		ws.removeLocked(w)
 	}
 	ws.mu.Unlock()
-}
-
-// feed is a stream's one hub subscription, and the index of the stream's
-// live watchers its dispatcher matches each revision against: a write
-// costs the apply path one send per stream, however many watchers the
-// stream has, and costs the stream work only for the watchers its keys
-// match (etcd's synced watcher group). A watcher that starts below the
-// revision the feed has reached first replays history on its own, then
-// joins (etcd's unsynced group).
-type feed struct {
-	sub *core.Subscription
-
-	// Guarded by ws.mu.
-	taken  int64                            // the dispatcher has chosen the watchers of every revision up to this one
-	done   int64                            // and queued their events
-	keys   map[string]map[*watcher]struct{} // live watchers of one key
-	ranges map[*watcher]struct{}            // live watchers of a range, prefix or every key from one on
-	err    error                            // why the subscription ended
 }
 
 // outgoing is a response waiting to be sent; fragment says whether it may
@@ -268,7 +272,7 @@ func (ws *watchStream) create(r *pb.WatchCreateRequest) {
 		ws: ws, id: id, key: key, end: end, fromKey: fromKey,
 		prevKV: r.PrevKv, fragment: r.Fragment, progressNotify: r.ProgressNotify,
 		ctx: ctx, cancel: cancel, done: make(chan struct{}),
-		sent: start - 1,
+		from: start, sent: start - 1,
 	}
 	if c.st.Enabled && !c.isRoot() {
 		w.user, w.authRev, w.permEnd, w.zkAuth = c.user, c.st.Rev, r.RangeEnd, c.zkAuth()
@@ -299,17 +303,21 @@ func (ws *watchStream) create(r *pb.WatchCreateRequest) {
 	ws.start(w, cur)
 }
 
-// start makes w live on the stream's feed if the feed has not passed the
-// revision before w's start, or else replays history to it first.
+// start makes w live on the face's feed if the feed has not passed the
+// revision before w's start, or else replays history to it first (etcd's
+// unsynced watcher group).
 func (ws *watchStream) start(w *watcher, cur int64) {
+	fan := &ws.s.watchFan
 	ws.mu.Lock()
 	if ws.closed {
 		ws.mu.Unlock()
 		close(w.done)
 		return
 	}
-	f, err := ws.feedLocked(cur)
+	fan.mu.Lock()
+	f, err := fan.feedLocked(ws.s, cur)
 	if err != nil {
+		fan.mu.Unlock()
 		ws.mu.Unlock()
 		close(w.done)
 		w.fail(err)
@@ -317,11 +325,13 @@ func (ws *watchStream) start(w *watcher, cur int64) {
 	}
 	w.feed = f
 	if w.sent >= f.taken {
-		f.joinLocked(w)
+		ws.joinLocked(w)
+		fan.mu.Unlock()
 		ws.mu.Unlock()
 		close(w.done)
 		return
 	}
+	fan.mu.Unlock()
 	ws.wg.Add(1)
 	ws.mu.Unlock()
 	go func() {
@@ -331,131 +341,207 @@ func (ws *watchStream) start(w *watcher, cur int64) {
 	}()
 }
 
-// feedLocked returns the stream's feed, subscribing it from the revision
-// after cur if it has none.
-func (ws *watchStream) feedLocked(cur int64) (*feed, error) {
-	if ws.feed != nil {
-		return ws.feed, nil
-	}
-	sub, err := ws.s.b.Watch(cur + 1)
-	if err != nil {
-		return nil, err
-	}
-	f := &feed{sub: sub, taken: cur, done: cur, keys: map[string]map[*watcher]struct{}{}, ranges: map[*watcher]struct{}{}}
-	ws.feed = f
-	ws.wg.Add(1)
-	go func() {
-		defer ws.wg.Done()
-		ws.dispatch(f)
-	}()
-	return f, nil
-}
-
-func (f *feed) joinLocked(w *watcher) {
+// joinLocked puts w in its feed's index; ws.mu and the fan's mu are held.
+func (ws *watchStream) joinLocked(w *watcher) {
 	w.live = true
-	if !w.singleKey() {
-		f.ranges[w] = struct{}{}
-		return
-	}
-	set := f.keys[string(w.key)]
-	if set == nil {
-		set = map[*watcher]struct{}{}
-		f.keys[string(w.key)] = set
-	}
-	set[w] = struct{}{}
+	w.feed.index.add(w)
 }
 
-func (f *feed) leaveLocked(w *watcher) {
-	if !w.live {
-		return
-	}
-	w.live = false
-	if !w.singleKey() {
-		delete(f.ranges, w)
-		return
-	}
-	set := f.keys[string(w.key)]
-	delete(set, w)
-	if len(set) == 0 {
-		delete(f.keys, string(w.key))
-	}
-}
-
-// matchLocked returns the live watchers that one of re's events concerns
-// and that have not had re yet, each once.
-func (f *feed) matchLocked(re core.RevEvents) []*watcher {
-	var out []*watcher
-	add := func(w *watcher) {
-		if w.mark != re.Rev && w.sent < re.Rev {
-			w.mark = re.Rev
-			out = append(out, w)
-		}
-	}
-	for _, ev := range re.Events {
-		if ev.Implicit || ev.Node == nil {
-			continue
-		}
-		for w := range f.keys[string(ev.Node.Key)] {
-			add(w)
-		}
-		for w := range f.ranges {
-			if w.matches(ev.Node.Key) {
-				add(w)
-			}
-		}
-	}
-	return out
-}
-
-// dispatch hands each revision of the feed to the live watchers it
-// concerns, and sends the periodic progress notifications, until the
-// stream or the subscription ends.
-func (ws *watchStream) dispatch(f *feed) {
-	defer f.sub.Close()
+// run delivers what the feed hands the stream and sends the periodic
+// progress notifications, until the stream ends.
+func (ws *watchStream) run() {
 	for {
 		select {
-		case re, ok := <-f.sub.Events():
-			if !ok {
-				ws.endFeed(f, f.sub.Err())
-				return
-			}
-			ws.mu.Lock()
-			f.taken = re.Rev
-			targets := f.matchLocked(re)
-			ws.mu.Unlock()
-			if len(targets) > 0 {
-				rv := &revView{re: re}
-				ws.deliverMu.Lock()
-				for _, w := range targets {
-					w.deliver(rv)
-				}
-				ws.deliverMu.Unlock()
-			}
-			ws.mu.Lock()
-			f.done = re.Rev
-			ws.cond.Broadcast()
-			ws.mu.Unlock()
+		case <-ws.wake:
+			ws.drain()
 		case <-ws.tick:
-			ws.sendProgress(f)
+			ws.sendProgress()
 		case <-ws.ctx.Done():
 			return
 		}
 	}
 }
 
-// endFeed ends the feed's watchers when its subscription failed (the
-// member stopped, or the stream fell behind a compaction); the next
-// create subscribes anew.
-func (ws *watchStream) endFeed(f *feed, err error) {
-	if err == nil {
+// handLocked gives the stream one revision for some of its live watchers;
+// the fan's mu is held. It never blocks: with the queue full, the stream
+// reads that revision and the ones after it from history.
+func (ws *watchStream) handLocked(f *watchFeed, it fanItem) {
+	rev := it.rv.re.Rev
+	switch {
+	case ws.behind != 0:
+		// Catching up from history already covers it.
+	case len(ws.handed) >= ws.s.watchQueueLen():
+		ws.behind, ws.behindFeed = rev, f
+		ws.s.watchStats.fellBehind.Add(1)
+		if ws.pending == 0 {
+			ws.pending = rev
+		}
+	default:
+		ws.handed = append(ws.handed, it)
+		if ws.pending == 0 {
+			ws.pending = rev
+		}
+	}
+	ws.wakeLocked()
+}
+
+func (ws *watchStream) wakeLocked() {
+	select {
+	case ws.wake <- struct{}{}:
+	default:
+	}
+}
+
+// settledLocked moves pending past what the stream has delivered; the
+// fan's mu is held.
+func (ws *watchStream) settledLocked() {
+	switch {
+	case len(ws.handed) > 0:
+		ws.pending = ws.handed[0].rv.re.Rev
+	case ws.behind != 0:
+		ws.pending = ws.behind
+	default:
+		ws.pending = 0
+	}
+}
+
+// settled records that the stream delivered what it was handed up to
+// now, and wakes progress requests waiting for that.
+func (ws *watchStream) settled() {
+	ws.mu.Lock()
+	ws.s.watchFan.mu.Lock()
+	ws.settledLocked()
+	ws.s.watchFan.mu.Unlock()
+	ws.cond.Broadcast()
+	ws.mu.Unlock()
+}
+
+// drain delivers the revisions in the stream's queue, ends the watchers of
+// feeds that ended, and reads from history what the queue had no room
+// for, until nothing is left.
+func (ws *watchStream) drain() {
+	fan := &ws.s.watchFan
+	for ws.ctx.Err() == nil {
+		fan.mu.Lock()
+		switch {
+		case len(ws.handed) > 0:
+			items := ws.handed
+			ws.handed = nil
+			fan.mu.Unlock()
+			ws.deliverItems(items)
+			ws.settled()
+		case len(ws.failed) > 0:
+			f := ws.failed[0]
+			ws.failed = ws.failed[1:]
+			if ws.behindFeed == f {
+				ws.behind, ws.behindFeed = 0, nil
+				ws.settledLocked()
+			}
+			fan.mu.Unlock()
+			ws.failLive(f, f.err)
+		case ws.behind != 0:
+			f, from := ws.behindFeed, ws.behind
+			to := min(f.taken, from+core.CatchUpChunk-1)
+			fan.mu.Unlock()
+			if err := ws.replay(f, from, to); err != nil {
+				fan.mu.Lock()
+				if ws.behindFeed == f {
+					ws.behind, ws.behindFeed = 0, nil
+				}
+				fan.mu.Unlock()
+				ws.failLive(f, err)
+				ws.settled()
+				continue
+			}
+			fan.mu.Lock()
+			if ws.behindFeed == f && ws.behind == from {
+				ws.behind = to + 1
+				if ws.behind > f.taken {
+					// Caught up: the feed hands it the next revision.
+					ws.behind, ws.behindFeed = 0, nil
+				}
+			}
+			fan.mu.Unlock()
+			ws.settled()
+		default:
+			fan.mu.Unlock()
+			return
+		}
+	}
+}
+
+// deliverItems queues the events of handed revisions to the watchers they
+// concern that are still live: one response per watcher for all of them.
+func (ws *watchStream) deliverItems(items []fanItem) {
+	ws.deliverMu.Lock()
+	defer ws.deliverMu.Unlock()
+	if len(items) == 1 {
+		it := items[0]
+		rev := it.rv.re.Rev
+		targets := it.watchers[:0]
+		ws.mu.Lock()
+		for _, w := range it.watchers {
+			if w.live && w.sent < rev {
+				targets = append(targets, w)
+			}
+		}
+		ws.mu.Unlock()
+		for _, w := range targets {
+			w.deliver(it.rv)
+		}
 		return
 	}
+	var order []*watcher
+	revs := map[*watcher][]*revView{}
 	ws.mu.Lock()
-	f.err = err
-	if ws.feed == f {
-		ws.feed = nil
+	for _, it := range items {
+		for _, w := range it.watchers {
+			if !w.live || w.sent >= it.rv.re.Rev {
+				continue
+			}
+			if revs[w] == nil {
+				order = append(order, w)
+			}
+			revs[w] = append(revs[w], it.rv)
+		}
 	}
+	ws.mu.Unlock()
+	for _, w := range order {
+		w.deliver(revs[w]...)
+	}
+}
+
+// replay reads revisions [from, to] from history and delivers them to the
+// stream's live watchers on f they concern, one response per watcher.
+func (ws *watchStream) replay(f *watchFeed, from, to int64) error {
+	batch, err := f.sub.Replay(from, to)
+	if err != nil {
+		return err
+	}
+	items := make([]fanItem, 0, len(batch))
+	ws.mu.Lock()
+	for _, re := range batch {
+		it := fanItem{rv: &revView{re: re}}
+		for _, w := range ws.watchers {
+			if w.live && w.feed == f && re.Rev >= w.from && w.concerned(re) {
+				it.watchers = append(it.watchers, w)
+			}
+		}
+		if len(it.watchers) > 0 {
+			items = append(items, it)
+		}
+	}
+	ws.mu.Unlock()
+	if len(items) > 0 {
+		ws.deliverItems(items)
+	}
+	return nil
+}
+
+// failLive ends the stream's live watchers on f.
+func (ws *watchStream) failLive(f *watchFeed, err error) {
 	var live []*watcher
+	ws.mu.Lock()
 	for _, w := range ws.watchers {
 		if w.feed == f && w.live {
 			live = append(live, w)
@@ -471,22 +557,32 @@ func (ws *watchStream) endFeed(f *feed, err error) {
 // taken, then makes it live. Until then it is w's only sender.
 func (ws *watchStream) catchUp(w *watcher) {
 	f := w.feed
+	fan := &ws.s.watchFan
 	for {
 		ws.mu.Lock()
+		fan.mu.Lock()
+		taken, ended, ferr := f.taken, f.ended, f.err
 		switch {
 		case w.ctx.Err() != nil || w.ended:
+			fan.mu.Unlock()
 			ws.mu.Unlock()
 			return
-		case f.err != nil:
+		case ended:
+			fan.mu.Unlock()
 			ws.mu.Unlock()
-			w.fail(f.err)
+			if ferr == nil {
+				ferr = core.ErrHubClosed
+			}
+			w.fail(ferr)
 			return
-		case w.sent >= f.taken:
-			f.joinLocked(w)
+		case w.sent >= taken:
+			ws.joinLocked(w)
+			fan.mu.Unlock()
 			ws.mu.Unlock()
 			return
 		}
-		from, to := w.sent+1, min(f.taken, w.sent+core.CatchUpChunk)
+		fan.mu.Unlock()
+		from, to := w.sent+1, min(taken, w.sent+core.CatchUpChunk)
 		ws.mu.Unlock()
 		batch, err := f.sub.Replay(from, to)
 		if err != nil {
@@ -511,8 +607,11 @@ func (ws *watchStream) removeLocked(w *watcher) {
 	if ws.watchers[w.id] == w {
 		delete(ws.watchers, w.id)
 	}
-	if w.feed != nil {
-		w.feed.leaveLocked(w)
+	if w.live {
+		w.live = false
+		ws.s.watchFan.mu.Lock()
+		w.feed.index.remove(w)
+		ws.s.watchFan.mu.Unlock()
 	}
 	if !w.ended {
 		w.ended = true
@@ -533,7 +632,7 @@ func (ws *watchStream) cancelWatch(id int64) {
 	ws.mu.Lock()
 	ws.removeLocked(w)
 	ws.mu.Unlock()
-	// Wait out a delivery the dispatcher may have begun before the
+	// Wait out a delivery the stream's goroutine may have begun before the
 	// removal, so the canceled answer comes after the watcher's last event.
 	ws.deliverMu.Lock()
 	ws.deliverMu.Unlock()
@@ -556,6 +655,16 @@ func (ws *watchStream) requestProgress() {
 	ws.mu.Unlock()
 	go func() {
 		defer ws.wg.Done()
+		// Until the feed has taken rev, a live watcher's progress moves
+		// without the stream hearing of it; from then on only the
+		// stream's own deliveries move it, and they signal cond.
+		fan := &ws.s.watchFan
+		fan.mu.Lock()
+		f := fan.feed
+		fan.mu.Unlock()
+		if f != nil {
+			fan.waitTaken(ws.ctx, f, rev)
+		}
 		ws.mu.Lock()
 		for !ws.closed && !ws.allSentLocked(rev) {
 			ws.cond.Wait()
@@ -569,6 +678,8 @@ func (ws *watchStream) requestProgress() {
 }
 
 func (ws *watchStream) allSentLocked(rev int64) bool {
+	ws.s.watchFan.mu.Lock()
+	defer ws.s.watchFan.mu.Unlock()
 	for _, w := range ws.watchers {
 		if w.sentLocked() < rev && !w.ended {
 			return false
@@ -577,7 +688,8 @@ func (ws *watchStream) allSentLocked(rev int64) bool {
 	return true
 }
 
-// tickProgress tells the dispatcher the progress interval has elapsed.
+// tickProgress tells the stream's goroutine the progress interval has
+// elapsed.
 func (ws *watchStream) tickProgress() {
 	select {
 	case ws.tick <- struct{}{}:
@@ -585,18 +697,19 @@ func (ws *watchStream) tickProgress() {
 	}
 }
 
-// sendProgress sends a progress notification to every live watcher of f
-// that asked for them and got no events since the last one. As in etcd,
-// a watcher still replaying history gets none.
-func (ws *watchStream) sendProgress(f *feed) {
+// sendProgress sends a progress notification to every live watcher that
+// asked for them and got no events since the last one. As in etcd, a
+// watcher still replaying history gets none.
+func (ws *watchStream) sendProgress() {
 	type note struct {
 		w   *watcher
 		rev int64
 	}
 	var notes []note
 	ws.mu.Lock()
+	ws.s.watchFan.mu.Lock()
 	for _, w := range ws.watchers {
-		if !w.progressNotify || !w.live || w.feed != f || w.ended {
+		if !w.progressNotify || !w.live || w.ended {
 			continue
 		}
 		if w.sentEvents {
@@ -605,6 +718,7 @@ func (ws *watchStream) sendProgress(f *feed) {
 		}
 		notes = append(notes, note{w, w.sentLocked()})
 	}
+	ws.s.watchFan.mu.Unlock()
 	ws.mu.Unlock()
 	for _, n := range notes {
 		ws.queue(n.w.ctx, &pb.WatchResponse{Header: ws.header(n.rev), WatchId: n.w.id})
@@ -612,12 +726,14 @@ func (ws *watchStream) sendProgress(f *feed) {
 }
 
 // watcher is one watch of a stream. It has a goroutine only while it
-// replays history; live, the stream's dispatcher delivers to it.
+// replays history; live, the stream's goroutine delivers to it what the
+// face's feed hands the stream.
 type watcher struct {
 	ws               *watchStream
 	id               int64
 	key, end         []byte
 	fromKey          bool
+	from             int64 // the first revision it reports
 	prevKV, fragment bool
 	noPut, noDelete  bool
 	progressNotify   bool
@@ -630,7 +746,8 @@ type watcher struct {
 	// done is closed once the watcher's catch-up, if any, has ended.
 	done chan struct{}
 	// sentEvents says events went out since the last progress tick; only
-	// the watcher's one sender (catch-up, then the dispatcher) touches it.
+	// the watcher's one sender (catch-up, then the stream's goroutine)
+	// touches it.
 	sentEvents bool
 
 	// A watcher of a user that is not root (auth on) is checked again
@@ -645,23 +762,39 @@ type watcher struct {
 	zkAuth  []core.ID
 
 	// Guarded by ws.mu.
-	sent  int64 // every event up to this revision is queued
-	feed  *feed // set when the watcher starts
-	live  bool  // in the feed's index
-	mark  int64 // the revision matchLocked last chose it for
+	sent  int64      // every event up to this revision is queued
+	feed  *watchFeed // set when the watcher starts
+	live  bool       // in the feed's index (changed with the fan's mu held too)
 	ended bool
+
+	mark int64 // the revision the feed last chose it for; guarded by the fan's mu
 }
 
 // sentLocked is the revision up to which the watcher has every event
-// queued: a live watcher has everything its feed has finished.
+// queued: a live watcher has everything the feed has taken, but for what
+// its stream still has to deliver. ws.mu and the fan's mu are held.
 func (w *watcher) sentLocked() int64 {
-	if w.live {
-		return max(w.sent, w.feed.done)
+	if !w.live {
+		return w.sent
 	}
-	return w.sent
+	done := w.feed.taken
+	if w.ws.pending != 0 {
+		done = w.ws.pending - 1
+	}
+	return max(w.sent, done)
 }
 
 func (w *watcher) singleKey() bool { return !w.fromKey && len(w.end) == 0 }
+
+// concerned says whether an event of re is on one of w's keys.
+func (w *watcher) concerned(re core.RevEvents) bool {
+	for _, ev := range re.Events {
+		if !ev.Implicit && ev.Node != nil && w.matches(ev.Node.Key) {
+			return true
+		}
+	}
+	return false
+}
 
 func (w *watcher) matches(key []byte) bool {
 	if bytes.Compare(key, w.key) < 0 {
@@ -698,11 +831,28 @@ func (w *watcher) stillPermitted() bool {
 
 // revView is one revision as its watchers share it: each event's key-value
 // and each key's prev_kv converted once, however many watchers get them.
-// One goroutine uses it.
+// Built with sharedRevView, it is filled in and any number of streams read
+// it; otherwise it converts on demand and one goroutine uses it.
 type revView struct {
 	re      core.RevEvents
 	kvs     []*mvccpb.KeyValue
 	prevKVs map[string]*mvccpb.KeyValue
+}
+
+// sharedRevView converts every event of re up front (and the prev_kvs, if
+// a watcher wants them), for the streams of the watchers it concerns to
+// read at once.
+func sharedRevView(re core.RevEvents, prevKV bool) *revView {
+	rv := &revView{re: re}
+	for i, ev := range re.Events {
+		if !ev.Implicit && ev.Node != nil {
+			rv.kv(i)
+		}
+	}
+	if prevKV {
+		rv.prevKV(nil)
+	}
+	return rv
 }
 
 // kv is the key-value of event i: a delete carries only key and revision.
@@ -746,52 +896,69 @@ func (rv *revView) prevKV(key []byte) *mvccpb.KeyValue {
 	return rv.prevKVs[string(key)]
 }
 
-// deliver queues the watcher's share of one revision's events. It returns
-// false once the watcher has ended.
-func (w *watcher) deliver(rv *revView) bool {
-	re := rv.re
+// deliver queues the watcher's share of the events of one or more
+// revisions, in order, as one response (a stream that had several
+// revisions waiting sends each watcher one response for all of them, as
+// etcd sends a backlog). It returns false once the watcher has ended.
+func (w *watcher) deliver(rvs ...*revView) bool {
 	if !w.stillPermitted() {
 		w.fail(errPermissionDenied)
 		return false
 	}
 	var events []*mvccpb.Event
-	for i, ev := range re.Events {
-		if ev.Implicit || ev.Node == nil || !w.matches(ev.Node.Key) {
-			continue
-		}
-		if w.zkAuth != nil && !core.CheckACL(ev.Node.ACL, core.PermRead, w.zkAuth) {
-			w.fail(errPermissionDenied)
-			return false
-		}
-		e := &mvccpb.Event{Type: mvccpb.PUT}
-		if ev.Type == core.EventDelete {
-			if w.noDelete {
+	var upTo int64 // the last revision whose events are all in events
+	var fromZooKeeper int
+	denied := false
+revisions:
+	for _, rv := range rvs {
+		re := rv.re
+		cut := len(events)
+		for i, ev := range re.Events {
+			if ev.Implicit || ev.Node == nil || !w.matches(ev.Node.Key) {
 				continue
 			}
-			e.Type = mvccpb.DELETE
-		} else if w.noPut {
-			continue
+			if w.zkAuth != nil && !core.CheckACL(ev.Node.ACL, core.PermRead, w.zkAuth) {
+				// Nothing of this revision goes out; the earlier
+				// ones do, then the cancel.
+				events, denied = events[:cut], true
+				break revisions
+			}
+			e := &mvccpb.Event{Type: mvccpb.PUT}
+			if ev.Type == core.EventDelete {
+				if w.noDelete {
+					continue
+				}
+				e.Type = mvccpb.DELETE
+			} else if w.noPut {
+				continue
+			}
+			e.Kv = rv.kv(i)
+			create := e.Type == mvccpb.PUT && e.Kv.CreateRevision == e.Kv.ModRevision
+			if w.prevKV && !create && re.Rev > w.compactRev {
+				e.PrevKv = rv.prevKV(ev.Node.Key)
+			}
+			events = append(events, e)
 		}
-		e.Kv = rv.kv(i)
-		create := e.Type == mvccpb.PUT && e.Kv.CreateRevision == e.Kv.ModRevision
-		if w.prevKV && !create && re.Rev > w.compactRev {
-			e.PrevKv = rv.prevKV(ev.Node.Key)
+		if re.Origin == core.OriginZooKeeper {
+			fromZooKeeper += len(events) - cut
 		}
-		events = append(events, e)
+		upTo = re.Rev
 	}
 	if len(events) > 0 {
-		resp := &pb.WatchResponse{Header: w.ws.header(re.Rev), WatchId: w.id, Events: events}
+		resp := &pb.WatchResponse{Header: w.ws.header(upTo), WatchId: w.id, Events: events}
 		if !w.ws.queueOut(w.ctx, outgoing{resp: resp, fragment: w.fragment}) {
 			return false
 		}
 		w.ws.s.watchStats.events.Add(uint64(len(events)))
-		if re.Origin == core.OriginZooKeeper {
-			w.ws.s.watchStats.fromZooKeeper.Add(uint64(len(events)))
-		}
+		w.ws.s.watchStats.fromZooKeeper.Add(uint64(fromZooKeeper))
 		w.sentEvents = true
 	}
+	if denied {
+		w.fail(errPermissionDenied)
+		return false
+	}
 	w.ws.mu.Lock()
-	w.sent = max(w.sent, re.Rev)
+	w.sent = max(w.sent, upTo)
 	w.ws.cond.Broadcast()
 	w.ws.mu.Unlock()
 	return true
@@ -824,6 +991,9 @@ type watchStats struct {
 	// fromZooKeeper counts the events sent that ZooKeeper clients wrote:
 	// the changes that crossed from the ZooKeeper face to this one.
 	fromZooKeeper atomic.Uint64
+	// fellBehind counts the times a stream's queue was full and the
+	// stream went on from history.
+	fellBehind atomic.Uint64
 }
 
 // WatchStats returns how many watch streams and watchers are open and how

@@ -12,9 +12,15 @@ import (
 	"testing"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+
+	"github.com/januskv/janus/etcdapi"
+	"github.com/januskv/janus/server"
 )
 
 var (
@@ -91,7 +97,21 @@ func renderEvent(ev *clientv3.Event) string {
 // exactly the events the writer's history says it should, in order (a
 // cancelled one a prefix of them). The seed is logged and accepted back
 // through -etcdapi.watchfan-seed.
-func TestWatchManyOnOneStream(t *testing.T) {
+func TestWatchManyOnOneStream(t *testing.T) { checkWatchersAgainstHistory(t, 1, 0) }
+
+// TestWatchManyStreams is TestWatchManyOnOneStream with the watchers spread
+// over many streams, which the face's one feed serves through its index.
+func TestWatchManyStreams(t *testing.T) { checkWatchersAgainstHistory(t, 16, 0) }
+
+// TestWatchManyStreamsFallingBehind is TestWatchManyStreams with room for
+// one waiting revision per stream, so a stream whose goroutine has not yet
+// delivered the last revision when the next comes goes on from history.
+func TestWatchManyStreamsFallingBehind(t *testing.T) { checkWatchersAgainstHistory(t, 16, 1) }
+
+// checkWatchersAgainstHistory runs the random watchers of
+// TestWatchManyOnOneStream over the given number of streams, with the
+// streams' queues bounded at queueLen revisions (0: the default).
+func checkWatchersAgainstHistory(t *testing.T, streams, queueLen int) {
 	seed := *watchFanSeed
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
@@ -99,7 +119,11 @@ func TestWatchManyOnOneStream(t *testing.T) {
 	t.Logf("seed %d (replay with -etcdapi.watchfan-seed=%d)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 
-	j := startJanus(t)
+	j := startJanus(t, func(_ *server.MemberConfig, c *etcdapi.Config) {
+		if queueLen > 0 {
+			etcdapi.SetWatchQueueLen(c, queueLen)
+		}
+	})
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	c := j.Client
@@ -143,7 +167,9 @@ func TestWatchManyOnOneStream(t *testing.T) {
 	}
 	first := hist[0].rev
 
-	sctx := metadata.AppendToOutgoingContext(ctx, "stream", "one")
+	streamCtx := func(i int) context.Context {
+		return metadata.AppendToOutgoingContext(ctx, "stream", fmt.Sprint(i))
+	}
 	watchers := make([]*fanWatcher, 200)
 	wrng := rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
 	writerDone := make(chan struct{})
@@ -183,7 +209,7 @@ func TestWatchManyOnOneStream(t *testing.T) {
 			opts = append(opts, clientv3.WithFilterDelete())
 		}
 		var wctx context.Context
-		wctx, w.cancel = context.WithCancel(sctx)
+		wctx, w.cancel = context.WithCancel(streamCtx(wrng.IntN(streams)))
 		defer w.cancel()
 		w.ch = c.Watch(wctx, w.key, opts...)
 		watchers[i] = w
@@ -199,8 +225,10 @@ func TestWatchManyOnOneStream(t *testing.T) {
 	final := hist[len(hist)-1].rev
 	// A progress notification comes after every event up to its revision
 	// on every watcher of the stream.
-	if err := c.RequestProgress(sctx); err != nil {
-		t.Fatal(err)
+	for i := range streams {
+		if err := c.RequestProgress(streamCtx(i)); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	for i, w := range watchers {
@@ -240,6 +268,88 @@ func TestWatchManyOnOneStream(t *testing.T) {
 				i, w.key, w.end, w.start, w.prevKV, w.noPut, w.noDelete, strings.Join(got, "|"), strings.Join(want, "|"))
 		}
 	}
+	t.Logf("streams went on from history %d times", j.Server.WatchFellBehind())
+}
+
+// TestWatchSlowStreamGoesOnFromHistory has one stream's client stop
+// reading while another stream watches the same keys: the other gets every
+// event while the slow one is stuck, the slow one's queue overflows, and
+// once its client reads again it gets every event exactly once, in order,
+// from history.
+func TestWatchSlowStreamGoesOnFromHistory(t *testing.T) {
+	const queueLen, puts = 4, 600
+	j := startJanus(t, func(_ *server.MemberConfig, c *etcdapi.Config) { etcdapi.SetWatchQueueLen(c, queueLen) })
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+
+	// A fixed flow-control window: once 64 KiB of responses are unread,
+	// the server's sends on this stream block.
+	conn, err := grpc.NewClient(strings.TrimPrefix(j.Endpoint, "http://"),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	slow, err := pb.NewWatchClient(conn).Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	create := &pb.WatchCreateRequest{Key: []byte("slow/"), RangeEnd: []byte("slow0")}
+	if err := slow.Send(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{CreateRequest: create}}); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := slow.Recv(); err != nil || !resp.Created {
+		t.Fatalf("slow watcher not created: %v %v", resp, err)
+	}
+	fast := j.Client.Watch(ctx, "slow/", clientv3.WithPrefix())
+
+	value := strings.Repeat("v", 1024)
+	var revs []int64
+	for i := range puts {
+		resp, err := j.Client.Put(ctx, fmt.Sprintf("slow/%d", i%10), value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		revs = append(revs, resp.Header.Revision)
+	}
+	var fastRevs []int64
+	for len(fastRevs) < puts {
+		resp, ok := <-fast
+		if !ok || resp.Err() != nil {
+			t.Fatalf("fast watcher ended after %d events: %v", len(fastRevs), resp.Err())
+		}
+		for _, ev := range resp.Events {
+			fastRevs = append(fastRevs, ev.Kv.ModRevision)
+		}
+	}
+	if !slices.Equal(fastRevs, revs) {
+		t.Fatalf("fast watcher got revisions %v, want %v", fastRevs, revs)
+	}
+	// The feed has handed every revision to the slow stream by now, which
+	// had room for far fewer than it was given.
+	if n := j.Server.WatchFellBehind(); n == 0 {
+		t.Fatalf("the slow stream never fell behind")
+	}
+	var slowRevs []int64
+	for len(slowRevs) < puts {
+		resp, err := slow.Recv()
+		if err != nil {
+			t.Fatalf("slow watcher after %d events: %v", len(slowRevs), err)
+		}
+		if resp.Canceled {
+			t.Fatalf("slow watcher canceled after %d events: %s", len(slowRevs), resp.CancelReason)
+		}
+		for _, ev := range resp.Events {
+			if ev.Kv == nil || len(ev.Kv.Value) != len(value) {
+				t.Fatalf("slow watcher event %d: %v", len(slowRevs), ev)
+			}
+			slowRevs = append(slowRevs, ev.Kv.ModRevision)
+		}
+	}
+	if !slices.Equal(slowRevs, revs) {
+		t.Fatalf("slow watcher got revisions %v, want %v", slowRevs, revs)
+	}
 }
 
 // TestWatchFanOutDelivery spreads watchers over streams and keys and checks
@@ -259,36 +369,12 @@ func TestWatchFanOutDelivery(t *testing.T) {
 	defer func() { wcancel(); wg.Wait() }()
 	counts := make([]atomic.Int64, watchers)
 	began := time.Now()
-	// Watchers are created by a few workers at once: one at a time, the
-	// round trips would dominate the large form's runtime.
-	const creators = 8
-	var created sync.WaitGroup
-	errs := make(chan error, creators)
-	for c0 := range creators {
-		created.Add(1)
-		go func() {
-			defer created.Done()
-			for i := c0; i < watchers; i += creators {
-				sctx := metadata.AppendToOutgoingContext(wctx, "stream", fmt.Sprint(i%streams))
-				ch := c.Watch(sctx, fmt.Sprintf("d/%03d", i%nkeys), clientv3.WithCreatedNotify())
-				if resp := <-ch; !resp.Created {
-					errs <- fmt.Errorf("watcher %d not created: %v", i, resp.Err())
-					return
-				}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for resp := range ch {
-						counts[i].Add(int64(len(resp.Events)))
-						got.Add(int64(len(resp.Events)))
-					}
-				}()
-			}
-		}()
-	}
-	created.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+	err := openWatchers(wctx, &wg, c, watchers, streams, func(i int) string { return fmt.Sprintf("d/%03d", i%nkeys) },
+		func(i int, resp clientv3.WatchResponse) {
+			counts[i].Add(int64(len(resp.Events)))
+			got.Add(int64(len(resp.Events)))
+		})
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%d watchers on %d streams created in %v", watchers, streams, time.Since(began))
@@ -319,4 +405,39 @@ func TestWatchFanOutDelivery(t *testing.T) {
 			t.Fatalf("watcher %d got %d events, want %d", i, n, rounds)
 		}
 	}
+}
+
+// openWatchers opens n watchers, watcher i on key(i) and on stream
+// i%streams, a few at a time (one at a time, the round trips would dominate
+// a large test), and hands each response to onResp on a goroutine per
+// watcher that wg tracks and that ends with ctx.
+func openWatchers(ctx context.Context, wg *sync.WaitGroup, c *clientv3.Client, n, streams int,
+	key func(i int) string, onResp func(i int, resp clientv3.WatchResponse)) error {
+	const creators = 8
+	var created sync.WaitGroup
+	errs := make(chan error, creators)
+	for c0 := range creators {
+		created.Add(1)
+		go func() {
+			defer created.Done()
+			for i := c0; i < n; i += creators {
+				sctx := metadata.AppendToOutgoingContext(ctx, "stream", fmt.Sprint(i%streams))
+				ch := c.Watch(sctx, key(i), clientv3.WithCreatedNotify())
+				if resp := <-ch; !resp.Created {
+					errs <- fmt.Errorf("watcher %d not created: %v", i, resp.Err())
+					return
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for resp := range ch {
+						onResp(i, resp)
+					}
+				}()
+			}
+		}()
+	}
+	created.Wait()
+	close(errs)
+	return <-errs
 }
