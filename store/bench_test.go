@@ -234,6 +234,19 @@ func BenchmarkApplySustained(b *testing.B) {
 	}
 }
 
+// badgerSetters are -bench.badger's numeric options; sizes are in MiB.
+var badgerSetters = map[string]func(badger.Options, int) badger.Options{
+	"l0":         func(o badger.Options, n int) badger.Options { return o.WithNumLevelZeroTables(n) },
+	"l0stall":    func(o badger.Options, n int) badger.Options { return o.WithNumLevelZeroTablesStall(n) },
+	"base":       func(o badger.Options, n int) badger.Options { return o.WithBaseLevelSize(int64(n) << 20) },
+	"basetable":  func(o badger.Options, n int) badger.Options { return o.WithBaseTableSize(int64(n) << 20) },
+	"mult":       func(o badger.Options, n int) badger.Options { return o.WithLevelSizeMultiplier(n) },
+	"memtables":  func(o badger.Options, n int) badger.Options { return o.WithNumMemtables(n) },
+	"memtable":   func(o badger.Options, n int) badger.Options { return o.WithMemTableSize(int64(n) << 20) },
+	"compactors": func(o badger.Options, n int) badger.Options { return o.WithNumCompactors(n) },
+	"blockcache": func(o badger.Options, n int) badger.Options { return o.WithBlockCacheSize(int64(n) << 20) },
+}
+
 // parseBadgerTuning turns -bench.badger into Config.tuneBadger.
 func parseBadgerTuning(spec string) (func(badger.Options) badger.Options, error) {
 	if spec == "" {
@@ -257,30 +270,11 @@ func parseBadgerTuning(spec string) (func(badger.Options) badger.Options, error)
 		if err != nil {
 			return nil, fmt.Errorf("bench.badger: %s: %w", name, err)
 		}
-		var set func(badger.Options) badger.Options
-		switch name {
-		case "l0":
-			set = func(o badger.Options) badger.Options { return o.WithNumLevelZeroTables(n) }
-		case "l0stall":
-			set = func(o badger.Options) badger.Options { return o.WithNumLevelZeroTablesStall(n) }
-		case "base":
-			set = func(o badger.Options) badger.Options { return o.WithBaseLevelSize(int64(n) << 20) }
-		case "basetable":
-			set = func(o badger.Options) badger.Options { return o.WithBaseTableSize(int64(n) << 20) }
-		case "mult":
-			set = func(o badger.Options) badger.Options { return o.WithLevelSizeMultiplier(n) }
-		case "memtables":
-			set = func(o badger.Options) badger.Options { return o.WithNumMemtables(n) }
-		case "memtable":
-			set = func(o badger.Options) badger.Options { return o.WithMemTableSize(int64(n) << 20) }
-		case "compactors":
-			set = func(o badger.Options) badger.Options { return o.WithNumCompactors(n) }
-		case "blockcache":
-			set = func(o badger.Options) badger.Options { return o.WithBlockCacheSize(int64(n) << 20) }
-		default:
+		set, ok := badgerSetters[name]
+		if !ok {
 			return nil, fmt.Errorf("bench.badger: unknown option %q", name)
 		}
-		sets = append(sets, set)
+		sets = append(sets, func(o badger.Options) badger.Options { return set(o, n) })
 	}
 	return func(o badger.Options) badger.Options {
 		for _, set := range sets {

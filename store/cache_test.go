@@ -58,12 +58,7 @@ func TestAbsentDirOfANodeIsCached(t *testing.T) {
 	var index uint64
 	apply := func(op core.TxnOp) core.OpResult {
 		t.Helper()
-		index++
-		res, _, err := s.Apply([]core.Entry{{Index: index, Time: int64(index), Op: txnOf(op)}})
-		if err != nil || res[0].Err != nil {
-			t.Fatalf("entry %d: %v %v", index, err, res[0].Err)
-		}
-		return res[0].Ops[0]
+		return applyOne(t, s, &index, op)
 	}
 	leaf := []byte("/leaf")
 	apply(core.TxnOp{Kind: core.OpCreate, Key: leaf, Value: []byte("a")})

@@ -24,11 +24,7 @@ func TestRecordsPerOp(t *testing.T) {
 	var index uint64
 	apply := func(op core.TxnOp) uint64 {
 		t.Helper()
-		index++
-		res, _, err := s.Apply([]core.Entry{{Index: index, Time: int64(index), Op: txnOf(op)}})
-		if err != nil || res[0].Err != nil {
-			t.Fatalf("entry %d: %v %v", index, err, res[0].Err)
-		}
+		applyOne(t, s, &index, op)
 		return index
 	}
 	apply(core.TxnOp{Kind: core.OpCreate, Key: []byte("/p"), Value: []byte{}})
@@ -82,4 +78,16 @@ func recordsAt(t *testing.T, s *Store, ts uint64) []string {
 		out = append(out, strings.TrimSpace(k))
 	}
 	return out
+}
+
+// applyOne applies op as the next entry after *index, in a group of its
+// own, and returns its result; it fails the test if the entry fails.
+func applyOne(t *testing.T, s *Store, index *uint64, op core.TxnOp) core.OpResult {
+	t.Helper()
+	*index++
+	res, _, err := s.Apply([]core.Entry{{Index: *index, Time: int64(*index), Op: txnOf(op)}})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("entry %d: %v %v", *index, err, res[0].Err)
+	}
+	return res[0].Ops[0]
 }
