@@ -292,3 +292,61 @@ func processCPU(b *testing.B) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+var benchWritten = flag.Int("bench.written", 600000, "puts BenchmarkRangeAfterWrites applies before it reads")
+
+// BenchmarkRangeAfterWrites applies -bench.written puts of varied 256-byte
+// values over 10,000 keys (with -bench.badger's options), then times
+// reads of 100 consecutive keys of the latest state while Badger still
+// has tables waiting in level 0, which is what a read pays for compacting
+// level 0 less often. It reports the level-0 tables found when the reads
+// started.
+func BenchmarkRangeAfterWrites(b *testing.B) {
+	tune, err := parseBadgerTuning(*benchBadger)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := Open(Config{Dir: b.TempDir(), tuneBadger: tune})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	rng := rand.New(rand.NewPCG(7, 8))
+	value := make([]byte, 256)
+	var entries []core.Entry
+	for i := range *benchWritten {
+		for j := range value {
+			value[j] = byte('0' + rng.IntN(75))
+		}
+		entries = append(entries, putEntry(uint64(i+1), benchKey(i), bytes.Clone(value)))
+		if len(entries) == 256 || i == *benchWritten-1 {
+			if _, _, err := s.Apply(entries); err != nil {
+				b.Fatal(err)
+			}
+			entries = entries[:0]
+		}
+	}
+	l0 := 0
+	for _, t := range s.db.Tables() {
+		if t.Level == 0 {
+			l0++
+		}
+	}
+	b.ResetTimer()
+	for range b.N {
+		v, err := s.Latest()
+		if err != nil {
+			b.Fatal(err)
+		}
+		n := 0
+		err = v.Range(benchKey(rng.IntN(benchKeys-100)), nil, func(*core.Node) bool {
+			n++
+			return n < 100
+		})
+		v.Close()
+		if err != nil || n != 100 {
+			b.Fatalf("range read %d nodes: %v", n, err)
+		}
+	}
+	b.ReportMetric(float64(l0), "L0-tables")
+}

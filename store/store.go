@@ -182,19 +182,6 @@ func open(cfg Config, boot string) (*Store, error) {
 		WithBlockCacheSize(pick(cfg.BlockCacheSize, defaultBlockCacheSize)).
 		WithValueLogFileSize(pick(cfg.valueLogFileSize, valueLogFileSize)).
 		WithValueLogMaxEntries(valueLogMaxEntries).
-		// Badger compacts level 0 into the level below once this many
-		// tables wait there, merging all of them with every table of that
-		// level they overlap; with writes spread over the keyspace that is
-		// the whole level, so the fewer times it happens for the same data
-		// the less is rewritten. Measured with BenchmarkApplySustained
-		// (1M puts of 256-byte values over 10,000 keys, three variants run
-		// side by side, twice, on the shared 2-core machine): Badger's
-		// default of 5 (stall at 15) cost 32.8 and 31.9 µs of CPU per put,
-		// 10 (stall at 25) 29.8 and 28.6, 8 (stall at 20) 28.2. Reads
-		// pay for it: a lookup checks one more bloom filter, and a range
-		// merges one more table, per table waiting in level 0.
-		WithNumLevelZeroTables(10).
-		WithNumLevelZeroTablesStall(25).
 		// Two is the fewest Badger allows (zero stops compaction).
 		WithNumCompactors(2).
 		WithNumGoroutines(2).
@@ -205,6 +192,16 @@ func open(cfg Config, boot string) (*Store, error) {
 	// few hundred thousand writes compaction took 29% of the server's CPU
 	// instead of 4-6%, and write p99 doubled. The heap the builders leave
 	// behind is returned once the server goes quiet (see main.go).
+	//
+	// Badger's level-0 thresholds (compact at 5 tables, stall writes at
+	// 15) are kept too. Compacting at 10 (stall at 25) cut the CPU per put
+	// by about a tenth in BenchmarkApplySustained (1M puts: 32.8 and 31.9
+	// µs with 5, 29.8 and 28.6 with 10), since every level-0 compaction
+	// merges the waiting tables with the whole base level; but a range of
+	// 100 keys after 600,000 puts (BenchmarkRangeAfterWrites), which merges
+	// every level-0 table, took 13.5 and 19.6 ms with 6 tables waiting
+	// against 4.7 and 14.4 ms with 2, and reads are to stay at the wire's
+	// ceiling.
 	if cfg.tuneBadger != nil {
 		opts = cfg.tuneBadger(opts)
 	}
