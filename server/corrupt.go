@@ -345,7 +345,7 @@ func (c *corruptChecker) mismatch(r *checkRound, damaged []uint64) {
 // them (etcd's alarm list). Status.Alarms has their names, which health
 // checks read: as in etcd, any alarm makes every member unhealthy.
 func (m *Member) Alarms() []core.Alarm {
-	return m.localAlarms(m.replicatedAlarms())
+	return localAlarms(m.replicatedAlarms(), m.cfg.ID, m.NoSpace())
 }
 
 // replicatedAlarms are the alarms of the current state (core.Meta).

@@ -487,9 +487,6 @@ func (m *Member) Propose(ctx context.Context, op *core.Op) (*core.Result, error)
 	if err := m.admit(ctx, op); err != nil {
 		return nil, fmt.Errorf("propose: %w", err)
 	}
-	if err := m.refuseIfFull(op); err != nil {
-		return nil, err
-	}
 	return m.proposeLogged(ctx, op)
 }
 

@@ -14,9 +14,6 @@ func (m *Member) Submit(ctx context.Context, op *core.Op) (core.Pending, error) 
 	if err := m.admit(ctx, op); err != nil {
 		return nil, fmt.Errorf("propose: %w", err)
 	}
-	if err := m.refuseIfFull(op); err != nil {
-		return nil, err
-	}
 	p, err := m.zab.Submit(ctx, core.EncodeOp(op))
 	if err != nil {
 		m.counts.proposalsFailed.Add(1)

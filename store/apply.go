@@ -70,7 +70,7 @@ func (b *applyBase) Dir(path []byte) (*core.Dir, error) {
 			if enc, err = b.get(dirKey(path)); err != nil {
 				return nil, err
 			}
-			if enc != nil {
+			if enc != nil || b.isNode(path) {
 				b.dirCache.put(path, enc)
 			}
 		}
@@ -81,6 +81,19 @@ func (b *applyBase) Dir(path []byte) (*core.Dir, error) {
 		return nil, nil
 	}
 	return core.DecodeDir(enc)
+}
+
+// isNode reports whether the node record at key was read and found at the
+// applied index. A stored node's absent Dir is cached (see Dir): a
+// setData or a delete reads its node and then its Dir, which most nodes,
+// having no children, lack, and a Badger lookup of a key it does not hold
+// searches every memtable and level. The absence of the
+// Dir of a path that has no node yet is not cached, for the same reason
+// new records are not (see recordCache): a bulk create reads each such
+// path once.
+func (b *applyBase) isNode(key []byte) bool {
+	rec, ok := b.raw[string(key)]
+	return ok && rec.enc != nil
 }
 
 // groupWrites is what one Apply call writes, built before any of it is.

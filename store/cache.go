@@ -19,7 +19,9 @@ package store
 // loading many new keys (a create workload, a bulk load) would otherwise
 // fill the cache with records that are not read again, and the memory with
 // them, while a key that is rewritten is read from Badger once and then
-// stays.
+// stays. The one absence admitted is that of a stored node's Dir record
+// (a leaf's), which every setData of the node reads again (see
+// applyBase.isNode).
 //
 // Eviction is by generations: entries go into the current map, and when it
 // holds half the budget it becomes the old map and the previous old map is

@@ -3,6 +3,8 @@ package store
 import (
 	"fmt"
 	"testing"
+
+	"github.com/januskv/janus/core"
 )
 
 func TestRecordCacheGenerations(t *testing.T) {
@@ -41,5 +43,35 @@ func TestRecordCacheGenerations(t *testing.T) {
 	off.put(key(0), []byte("v"))
 	if _, ok := off.get(key(0)); ok {
 		t.Fatal("a disabled cache answered")
+	}
+}
+
+// A setData reads its node's Dir, which a leaf lacks: that absence is
+// cached, and a child created later replaces it, so the parent's Stat
+// counts the child.
+func TestAbsentDirOfANodeIsCached(t *testing.T) {
+	s, err := Open(Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var index uint64
+	apply := func(op core.TxnOp) core.OpResult {
+		t.Helper()
+		return applyOne(t, s, &index, op)
+	}
+	leaf := []byte("/leaf")
+	apply(core.TxnOp{Kind: core.OpCreate, Key: leaf, Value: []byte("a")})
+	if _, ok := s.dirCache.get(leaf); ok {
+		t.Fatal("a create cached the absent Dir of its new path")
+	}
+	apply(core.TxnOp{Kind: core.OpSetData, Key: leaf, Value: []byte("b"), ExpectedVersion: -1})
+	if enc, ok := s.dirCache.get(leaf); !ok || enc != nil {
+		t.Fatalf("after setData the leaf's Dir is cached %v as %q, want cached absent", ok, enc)
+	}
+	apply(core.TxnOp{Kind: core.OpCreate, Key: []byte("/leaf/child"), Value: []byte("c")})
+	r := apply(core.TxnOp{Kind: core.OpSetData, Key: leaf, Value: []byte("d"), ExpectedVersion: -1})
+	if r.Dir == nil || r.Dir.NumChildren != 1 {
+		t.Fatalf("setData of a parent after its child's create: Dir %+v, want 1 child", r.Dir)
 	}
 }

@@ -128,8 +128,9 @@
 // Apply keeps the latest encodings of the node and Dir records it reads
 // back in a cache bounded by Config.CacheSize (default 16 MiB), so that
 // rewriting a hot key does not cost a Badger read; new keys are not
-// admitted, so a bulk load does not fill it. It only ever describes the
-// state at the applied index; see recordCache.
+// admitted, so a bulk load does not fill it, but the absent Dir of a
+// stored node (a leaf's, which every setData of it reads) is. It only
+// ever describes the state at the applied index; see recordCache.
 //
 // # Compaction
 //
