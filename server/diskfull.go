@@ -62,10 +62,16 @@ func (m *Member) NoSpace() error {
 // localAlarms adds this member's NOSPACE alarm to the replicated ones
 // while NoSpace says so.
 func (m *Member) localAlarms(replicated []core.Alarm) []core.Alarm {
-	if m.NoSpace() == nil {
+	return withLocalAlarm(replicated, m.cfg.ID, m.NoSpace())
+}
+
+// withLocalAlarm adds member id's NOSPACE alarm to the replicated ones if
+// full (what NoSpace returned) is not nil.
+func withLocalAlarm(replicated []core.Alarm, id uint64, full error) []core.Alarm {
+	if full == nil {
 		return replicated
 	}
-	own := core.Alarm{Member: m.cfg.ID, Type: core.AlarmNoSpace}
+	own := core.Alarm{Member: id, Type: core.AlarmNoSpace}
 	for _, a := range replicated {
 		if a == own {
 			return replicated
@@ -75,18 +81,15 @@ func (m *Member) localAlarms(replicated []core.Alarm) []core.Alarm {
 }
 
 // refuseIfFull refuses a client write that would grow the state while
-// NoSpace holds, before anything is proposed, so that a write forwarded
-// to the leader is not committed by the others while this member cannot
-// apply it. Writes that free space (freesSpace) go on until the log's own
-// check, at half the reserve, stops them too.
-func (m *Member) refuseIfFull(op *core.Op) error {
-	if freesSpace(op) {
+// NoSpace holds (full is what it returned), before anything is proposed,
+// so that a write forwarded to the leader is not committed by the others
+// while this member cannot apply it. Writes that free space (freesSpace)
+// go on until the log's own check, at half the reserve, stops them too.
+func refuseIfFull(op *core.Op, full error) error {
+	if full == nil || freesSpace(op) {
 		return nil
 	}
-	if err := m.NoSpace(); err != nil {
-		return fmt.Errorf("propose: %w: %w", core.ErrNoSpace, err)
-	}
-	return nil
+	return fmt.Errorf("propose: %w: %w", core.ErrNoSpace, full)
 }
 
 // freesSpace reports whether op can only shrink the state or leaves it

@@ -464,10 +464,11 @@ func clusterErr(what string, err error) error {
 // leader and answers once it has applied the commit itself, so the caller
 // reads its own write on this member.
 func (m *Member) Propose(ctx context.Context, op *core.Op) (*core.Result, error) {
-	if err := m.admit(ctx, op); err != nil {
+	full := m.NoSpace()
+	if err := m.admit(ctx, op, full); err != nil {
 		return nil, fmt.Errorf("propose: %w", err)
 	}
-	if err := m.refuseIfFull(op); err != nil {
+	if err := refuseIfFull(op, full); err != nil {
 		return nil, err
 	}
 	return m.proposeLogged(ctx, op)

@@ -31,11 +31,15 @@ func quotaBytes(configured int64) int64 {
 // NOSPACE through the log first, as etcd's quota check does, so every
 // member then refuses growing ops in Apply (core.CheckSpace). The state's
 // size is the store's size on disk, measured at most once a second.
-func (m *Member) admit(ctx context.Context, op *core.Op) error {
+//
+// full is what NoSpace returned for this op: a client write costs one
+// look at the file system (a statfs), not one here and one in
+// refuseIfFull.
+func (m *Member) admit(ctx context.Context, op *core.Op, full error) error {
 	if op.Alarm == nil && m.Corrupt() {
 		return core.ErrCorrupt
 	}
-	alarms := m.Alarms()
+	alarms := withLocalAlarm(m.replicatedAlarms(), m.cfg.ID, full)
 	if err := core.CheckSpace(alarms, op); err != nil {
 		return err
 	}

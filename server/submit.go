@@ -11,10 +11,11 @@ import (
 // Submit implements core.Backend: the op's place in the log order is fixed
 // when Submit returns.
 func (m *Member) Submit(ctx context.Context, op *core.Op) (core.Pending, error) {
-	if err := m.admit(ctx, op); err != nil {
+	full := m.NoSpace()
+	if err := m.admit(ctx, op, full); err != nil {
 		return nil, fmt.Errorf("propose: %w", err)
 	}
-	if err := m.refuseIfFull(op); err != nil {
+	if err := refuseIfFull(op, full); err != nil {
 		return nil, err
 	}
 	p, err := m.zab.Submit(ctx, core.EncodeOp(op))
