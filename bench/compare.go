@@ -94,10 +94,12 @@ func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		c.opts.Progress = stderr
 	}
 
+	startLoad := loadAvg()
 	rep, err := compare(ctx, c, logger)
 	if err != nil {
 		return err
 	}
+	rep.LoadAvg = []string{startLoad, loadAvg()}
 	rep.Command = "go run ./bench compare " + shellJoin(args)
 	if err := rep.Write(c.out); err != nil {
 		return err
@@ -492,6 +494,20 @@ func machine() string {
 		kernel = " " + strings.TrimSpace(string(b))
 	}
 	return fmt.Sprintf("%d CPUs (%s), %s/%s%s, %s", runtime.NumCPU(), cpu, runtime.GOOS, runtime.GOARCH, kernel, runtime.Version())
+}
+
+// loadAvg returns the machine's 1, 5 and 15 minute load averages, as
+// /proc/loadavg gives them, or "unknown".
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 // microsPerOp is c's CPU per operation in whole microseconds, for logs;

@@ -21,6 +21,9 @@ func (r *Report) Markdown(w io.Writer, charts []string) {
 	if len(r.Settings) > 0 {
 		fmt.Fprintf(w, "- settings: `%s`\n", strings.Join(r.Settings, " "))
 	}
+	if len(r.LoadAvg) > 0 {
+		fmt.Fprintf(w, "- load averages (1, 5, 15 min) at start and end: %s\n", strings.Join(r.LoadAvg, "; "))
+	}
 	if r.Command != "" {
 		fmt.Fprintf(w, "\nCommand:\n\n```\n%s\n```\n", r.Command)
 	}
