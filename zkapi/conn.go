@@ -210,15 +210,39 @@ func (c *conn) writeLoop() {
 		if last {
 			return
 		}
-		_ = c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
-		if _, err := c.nc.Write(buf); err != nil {
+		err := c.writeBatch(buf, n)
+		c.out.written(buf)
+		if err != nil {
 			c.close()
 			return
 		}
-		c.out.giveBack(buf)
-		c.sent.Add(int64(n))
-		c.srv.stats.sent.Add(int64(n))
 	}
+}
+
+// flushOut writes the frames queued so far on the calling goroutine (the
+// replier), sparing the hand-off to the writer goroutine, unless a batch
+// is being written already: then its writer sends these after it.
+func (c *conn) flushOut() {
+	buf, n, ok := c.out.claim()
+	if !ok {
+		return
+	}
+	err := c.writeBatch(buf, n)
+	c.out.written(buf)
+	if err != nil {
+		c.close()
+	}
+}
+
+// writeBatch writes a batch of n frames to the client.
+func (c *conn) writeBatch(buf []byte, n int) error {
+	_ = c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if _, err := c.nc.Write(buf); err != nil {
+		return err
+	}
+	c.sent.Add(int64(n))
+	c.srv.stats.sent.Add(int64(n))
+	return nil
 }
 
 // push queues an encoded frame or, if the client is too far behind,

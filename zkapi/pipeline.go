@@ -101,9 +101,6 @@ func (c *conn) replyLoop(queue <-chan *request) {
 	for req := range queue {
 		if live {
 			live = c.reply(req)
-			if len(queue) == 0 {
-				c.out.flush()
-			}
 		}
 		if req.pending == nil {
 			c.readsAnswered.Add(1)
@@ -112,10 +109,16 @@ func (c *conn) replyLoop(queue <-chan *request) {
 			default:
 			}
 		}
+		// Counted answered before the reply can reach the client: a
+		// client that sends srvr once it has its reply must not find
+		// the request still outstanding.
 		c.srv.stats.outstanding.Add(-1)
 		c.outstanding.Add(-1)
+		if live && len(queue) == 0 {
+			c.flushOut()
+		}
 	}
-	c.out.flush()
+	c.flushOut()
 }
 
 // reply answers one request that has reached the head of the FIFO. It
@@ -133,7 +136,7 @@ func (c *conn) reply(req *request) bool {
 		// revision applied by now, so that the read still shows every
 		// write acknowledged before this request, to a client of either
 		// face.
-		c.out.flush()
+		c.flushOut()
 		if err := c.awaitDispatchOfLatest(); err != nil {
 			c.close()
 			return false
@@ -145,7 +148,7 @@ func (c *conn) reply(req *request) bool {
 	var r reply
 	if req.pending != nil {
 		// The replies queued so far must not wait for this write.
-		c.out.flush()
+		c.flushOut()
 		res, err := req.pending.Wait(c.ctx)
 		switch {
 		case err != nil:
@@ -159,7 +162,7 @@ func (c *conn) reply(req *request) bool {
 		r = req.answer()
 	} else {
 		if req.op == jute.OpSync {
-			c.out.flush() // sync waits for the leader
+			c.flushOut() // sync waits for the leader
 		}
 		r = c.handle(req.op, req.rec, req.ids)
 	}
@@ -178,7 +181,7 @@ func (c *conn) reply(req *request) bool {
 	}
 	if r.wait && !req.watches {
 		if c.srv.watches.Dispatched() < r.zxid {
-			c.out.flush()
+			c.flushOut()
 		}
 		if err := c.srv.watches.waitDispatched(c.ctx, r.zxid); err != nil {
 			c.close()

@@ -20,7 +20,11 @@ type outQueue struct {
 	spare  []byte // an empty buffer the writer gave back
 	enc    jute.Encoder
 	done   bool // no more frames will be accepted
-	wake   chan struct{}
+	// writing says a batch is being written (by the writer goroutine or
+	// by the replier, see claim): one writer at a time keeps the frames
+	// in order.
+	writing bool
+	wake    chan struct{}
 }
 
 // maxQueued bounds the bytes waiting for one connection's writer.
@@ -85,12 +89,41 @@ func (q *outQueue) push(frame []byte) bool {
 	return true
 }
 
-// flush wakes the writer if frames are waiting.
-func (q *outQueue) flush() {
+// claim hands the frames waiting, as one buffer holding n frames, to a
+// caller that writes them itself, unless nothing waits or another batch
+// is being written. The caller must call written with buf afterwards.
+func (q *outQueue) claim() (buf []byte, n int, ok bool) {
 	q.mu.Lock()
-	waiting := q.frames > 0
+	defer q.mu.Unlock()
+	if q.writing || q.frames == 0 {
+		return nil, 0, false
+	}
+	return q.takeLocked()
+}
+
+func (q *outQueue) takeLocked() (buf []byte, n int, ok bool) {
+	buf, n = q.buf, q.frames
+	q.buf, q.spare, q.frames = q.spare, nil, 0
+	q.writing = true
+	return buf, n, true
+}
+
+// written ends the write of a batch that claim or take handed out and
+// takes its buffer back for reuse. If frames arrived meanwhile (or the
+// queue finished), the writer goroutine is woken for them.
+func (q *outQueue) written(buf []byte) {
+	q.mu.Lock()
+	q.writing = false
+	if cap(buf) <= maxSpare {
+		if len(q.buf) == 0 && cap(q.buf) < cap(buf) {
+			q.buf = buf[:0] // nothing queued since: fill this one next
+		} else {
+			q.spare = buf[:0]
+		}
+	}
+	wake := q.frames > 0 || q.done
 	q.mu.Unlock()
-	if waiting {
+	if wake {
 		q.signal()
 	}
 }
@@ -112,40 +145,26 @@ func (q *outQueue) signal() {
 
 // take waits for frames and returns them all, as one buffer holding n
 // frames; last is true once the queue is finished and drained. The caller
-// gives buf back with giveBack once it is written.
+// calls written with buf once it is written.
 func (q *outQueue) take(stop <-chan struct{}) (buf []byte, n int, last bool) {
 	for {
 		q.mu.Lock()
-		buf, n = q.buf, q.frames
-		if n > 0 {
-			q.buf, q.spare, q.frames = q.spare, nil, 0
+		if !q.writing {
+			if q.frames > 0 {
+				buf, n, _ = q.takeLocked()
+				q.mu.Unlock()
+				return buf, n, false
+			}
+			if q.done {
+				q.mu.Unlock()
+				return nil, 0, true
+			}
 		}
-		done := q.done
 		q.mu.Unlock()
-		if n > 0 {
-			return buf, n, false
-		}
-		if done {
-			return nil, 0, true
-		}
 		select {
 		case <-q.wake:
 		case <-stop:
 			return nil, 0, true
 		}
 	}
-}
-
-// giveBack returns a buffer take returned, once written, for reuse.
-func (q *outQueue) giveBack(buf []byte) {
-	if cap(buf) > maxSpare {
-		return
-	}
-	q.mu.Lock()
-	if len(q.buf) == 0 && cap(q.buf) < cap(buf) {
-		q.buf = buf[:0] // nothing queued since: fill this one next
-	} else {
-		q.spare = buf[:0]
-	}
-	q.mu.Unlock()
 }

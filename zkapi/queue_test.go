@@ -43,7 +43,7 @@ func TestOutQueueBatchesFramesInOrder(t *testing.T) {
 	if !bytes.Equal(buf, want) {
 		t.Fatalf("batch\n%x\nwant\n%x", buf, want)
 	}
-	q.giveBack(buf)
+	q.written(buf)
 	if _, ok, _ := q.encode(reply(3), true); !ok {
 		t.Fatal("encode refused")
 	}
@@ -65,9 +65,11 @@ func TestOutQueueRefusals(t *testing.T) {
 	if _, ok, err := q.encode(func(e *jute.Encoder) { e.Int32(1); e.Fail(bad) }, false); !errors.Is(err, bad) || !ok {
 		t.Fatalf("failing encode: ok %v, err %v", ok, err)
 	}
-	if buf, n, _ := q.take(nil); n != 1 || string(buf) != "a" {
+	buf, n, _ := q.take(nil)
+	if n != 1 || string(buf) != "a" {
 		t.Fatalf("after a failed encode: %q (%d frames), want just \"a\"", buf, n)
 	}
+	q.written(buf)
 	if q.push(make([]byte, maxQueued+1)) {
 		t.Error("a frame beyond maxQueued was accepted")
 	}
@@ -80,6 +82,44 @@ func TestOutQueueRefusals(t *testing.T) {
 	}
 	if _, _, last := q.take(nil); !last {
 		t.Error("a finished, drained queue did not say last")
+	}
+}
+
+// One batch is written at a time: while the writer goroutine writes one,
+// the replier cannot claim the next (it would overtake), and the frames
+// wait for the writer, which is woken when its batch is written.
+func TestOutQueueOneWriterAtATime(t *testing.T) {
+	q := newOutQueue()
+	q.push([]byte("1"))
+	buf, n, _ := q.take(nil)
+	if n != 1 {
+		t.Fatalf("take: %d frames", n)
+	}
+	q.push([]byte("2"))
+	if _, _, ok := q.claim(); ok {
+		t.Fatal("claimed a batch while another was being written")
+	}
+	// Drain the wake-ups so far; written must send a fresh one.
+	select {
+	case <-q.wake:
+	default:
+	}
+	q.written(buf)
+	select {
+	case <-q.wake:
+	default:
+		t.Fatal("frames queued during a write did not wake the writer")
+	}
+	got, n, ok := q.claim()
+	if !ok || n != 1 || string(got) != "2" {
+		t.Fatalf("claim after the write: %q (%d frames), %v", got, n, ok)
+	}
+	if _, _, ok := q.claim(); ok {
+		t.Fatal("claimed twice")
+	}
+	q.written(got)
+	if _, _, ok := q.claim(); ok {
+		t.Fatal("claimed an empty queue")
 	}
 }
 
