@@ -21,10 +21,11 @@ import (
 	"github.com/januskv/janus/bench/internal/servers"
 )
 
-// speaks says which systems serve each protocol.
+// speaks says which systems serve each protocol. The ceiling (no-op
+// servers for both wires) speaks both.
 var speaks = map[string][]string{
-	"etcd":      {"janus", "etcd"},
-	"zookeeper": {"janus", "zookeeper"},
+	"etcd":      {"janus", "etcd", "ceiling"},
+	"zookeeper": {"janus", "zookeeper", "ceiling"},
 }
 
 type compareConfig struct {
@@ -51,7 +52,7 @@ func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.SetOutput(stderr)
 	var c compareConfig
 	loadFlags(fs, &c.opts)
-	systems := fs.String("systems", "janus,etcd,zookeeper", "systems to start and compare, in the order they run each round")
+	systems := fs.String("systems", "janus,etcd,zookeeper,ceiling", "systems to start and compare, in the order they run each round (ceiling: no-op servers that answer every request at once, the wire's ceiling on this machine)")
 	workloads := fs.String("workloads", "put,create,getData", "workloads to run (see bench list); each runs on the systems that speak its protocol")
 	fs.IntVar(&c.nodes, "nodes", 1, "nodes per system (3 for a replicated comparison: every system starts an ensemble of that size on loopback)")
 	fs.IntVar(&c.rounds, "rounds", 3, "measured rounds per workload and system, after one discarded warm-up round")
@@ -93,10 +94,12 @@ func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		c.opts.Progress = stderr
 	}
 
+	startLoad := loadAvg()
 	rep, err := compare(ctx, c, logger)
 	if err != nil {
 		return err
 	}
+	rep.LoadAvg = []string{startLoad, loadAvg()}
 	rep.Command = "go run ./bench compare " + shellJoin(args)
 	if err := rep.Write(c.out); err != nil {
 		return err
@@ -140,7 +143,7 @@ func compare(ctx context.Context, c compareConfig, logger *slog.Logger) (*report
 		}
 		workDir = d
 	}
-	l := &servers.Launcher{Dir: workDir, ZKHeap: c.zkHeap, Logger: logger, JanusArgs: strings.Fields(c.janusArgs)}
+	l := &servers.Launcher{Dir: workDir, ZKHeap: c.zkHeap, Logger: logger, JanusArgs: strings.Fields(c.janusArgs), CeilingValueSize: c.opts.ValueSize}
 	if len(l.JanusArgs) > 0 {
 		rep.Settings = append(rep.Settings, fmt.Sprintf("--janus-args=%q", c.janusArgs))
 	}
@@ -165,6 +168,9 @@ func compare(ctx context.Context, c compareConfig, logger *slog.Logger) (*report
 	}
 	if c.memKeys > 0 {
 		for _, s := range ready {
+			if s == "ceiling" {
+				continue // it stores nothing
+			}
 			m := measureMemory(ctx, l, s, c, logger)
 			rep.Memory = append(rep.Memory, m)
 			if ctx.Err() != nil {
@@ -429,6 +435,13 @@ func prepare(ctx context.Context, l *servers.Launcher, name string, c compareCon
 			return err
 		}
 		l.Java, l.ZKClasspath = java, cp
+	case "ceiling":
+		// The no-op servers are this program's own ceiling command.
+		bin, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("locate the bench binary for the ceiling: %w", err)
+		}
+		l.CeilingBin = bin
 	default:
 		return fmt.Errorf("unknown system %q (want one of %v)", name, servers.Systems)
 	}
@@ -481,6 +494,20 @@ func machine() string {
 		kernel = " " + strings.TrimSpace(string(b))
 	}
 	return fmt.Sprintf("%d CPUs (%s), %s/%s%s, %s", runtime.NumCPU(), cpu, runtime.GOOS, runtime.GOARCH, kernel, runtime.Version())
+}
+
+// loadAvg returns the machine's 1, 5 and 15 minute load averages, as
+// /proc/loadavg gives them, or "unknown".
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 // microsPerOp is c's CPU per operation in whole microseconds, for logs;

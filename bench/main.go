@@ -53,6 +53,7 @@ commands:
   compare   start Janus, etcd and ZooKeeper here, run workloads against each in turns, write a report
   list      list the workloads
   render    write a report directory's markdown and charts again from its results.json
+  ceiling   serve no-op etcd and ZooKeeper servers (compare starts one as the "ceiling" system)
 Run "bench <command> --help" for a command's flags.
 `
 
@@ -71,6 +72,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	case "render":
 		return renderCmd(args[1:], stdout, stderr)
+	case "ceiling":
+		return ceilingCmd(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -50,9 +50,15 @@ type conn struct {
 	// ids is auth in ZooKeeper's order as the reader last set it; each
 	// request keeps the slice it was read with.
 	ids []core.ID // reader only
-	// barrier is closed once the last request queued that is not a
-	// write has been answered; the next write is submitted after that.
-	barrier chan struct{} // reader only
+	// The reader submits a write only once every request queued before
+	// it that is not a write has been answered: readsQueued of them
+	// were queued, readsAnswered answered (the replier counts, and pokes
+	// barrierWake after each).
+	readsQueued   int64 // reader only
+	readsAnswered atomic.Int64
+	barrierWake   chan struct{}
+	// dec decodes each request the reader reads.
+	dec jute.Decoder // reader only
 	// saslServer is the connection's SASL exchange, once begun.
 	saslServer *saslmd5.Server // reader only
 
@@ -84,6 +90,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		srv: s, nc: nc, br: bufio.NewReaderSize(nc, 64<<10), out: newOutQueue(),
 		log: s.log.With("remote", nc.RemoteAddr().String()), remote: remote,
 		ctx: ctx, cancel: cancel, done: make(chan struct{}), started: time.Now(),
+		barrierWake: make(chan struct{}, 1),
 	}
 	c.lastActive.Store(c.started.UnixMilli())
 	c.auth = []core.ID{{Scheme: "ip", ID: remote}}
@@ -199,22 +206,47 @@ func (c *conn) close() {
 func (c *conn) writeLoop() {
 	defer close(c.done)
 	for {
-		frames, last := c.out.take(c.ctx.Done())
+		buf, n, last := c.out.take(c.ctx.Done())
 		if last {
 			return
 		}
-		_ = c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
-		bufs := net.Buffers(frames)
-		if _, err := bufs.WriteTo(c.nc); err != nil {
+		err := c.writeBatch(buf, n)
+		c.out.written(buf)
+		if err != nil {
 			c.close()
 			return
 		}
-		c.sent.Add(int64(len(frames)))
-		c.srv.stats.sent.Add(int64(len(frames)))
 	}
 }
 
-// push queues a frame or, if the client is too far behind, closes it.
+// flushOut writes the frames queued so far on the calling goroutine (the
+// replier), sparing the hand-off to the writer goroutine, unless a batch
+// is being written already: then its writer sends these after it.
+func (c *conn) flushOut() {
+	buf, n, ok := c.out.claim()
+	if !ok {
+		return
+	}
+	err := c.writeBatch(buf, n)
+	c.out.written(buf)
+	if err != nil {
+		c.close()
+	}
+}
+
+// writeBatch writes a batch of n frames to the client.
+func (c *conn) writeBatch(buf []byte, n int) error {
+	_ = c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if _, err := c.nc.Write(buf); err != nil {
+		return err
+	}
+	c.sent.Add(int64(n))
+	c.srv.stats.sent.Add(int64(n))
+	return nil
+}
+
+// push queues an encoded frame or, if the client is too far behind,
+// closes it.
 func (c *conn) push(frame []byte) {
 	if !c.out.push(frame) {
 		c.close()
@@ -226,40 +258,43 @@ func (c *conn) push(frame []byte) {
 // (NOTIFICATION_XID), zxid -1, err 0, so a client's last seen zxid never
 // moves on a notification.
 func (c *conn) sendEvent(typ jute.EventType, path string) {
-	e := jute.NewEncoder(make([]byte, 0, 32+len(path)))
-	start := e.BeginFrame()
-	hdr := jute.ReplyHeader{Xid: jute.XidNotification, Zxid: -1, Err: jute.CodeOk}
-	hdr.Encode(e)
-	ev := jute.WatcherEvent{Type: typ, State: jute.StateSyncConnected, Path: path}
-	ev.Encode(e)
-	e.EndFrame(start)
-	c.pushResponse(e.Bytes())
+	c.encodeResponse(func(e *jute.Encoder) {
+		hdr := jute.ReplyHeader{Xid: jute.XidNotification, Zxid: -1, Err: jute.CodeOk}
+		hdr.Encode(e)
+		ev := jute.WatcherEvent{Type: typ, State: jute.StateSyncConnected, Path: path}
+		ev.Encode(e)
+	}, true)
 }
 
-// sendReply queues a reply; body, if any, follows the header.
-func (c *conn) sendReply(xid int32, zxid int64, code jute.Code, body jute.Record) {
-	e := jute.NewEncoder(make([]byte, 0, 64))
-	start := e.BeginFrame()
-	hdr := jute.ReplyHeader{Xid: xid, Zxid: zxid, Err: code}
-	hdr.Encode(e)
-	if body != nil {
-		body.Encode(e)
-	}
-	e.EndFrame(start)
-	if err := e.Err(); err != nil {
+// sendReply queues a reply; body, if any, follows the header. Unless
+// flush is set it waits in the queue for the replier's next flush, so
+// that the replies to requests read together leave in one write.
+func (c *conn) sendReply(xid int32, zxid int64, code jute.Code, body jute.Record, flush bool) {
+	c.encodeResponse(func(e *jute.Encoder) {
+		hdr := jute.ReplyHeader{Xid: xid, Zxid: zxid, Err: code}
+		hdr.Encode(e)
+		if body != nil {
+			body.Encode(e)
+		}
+	}, flush)
+}
+
+// encodeResponse encodes a reply or notification frame straight into the
+// connection's queue and counts its size (without the length prefix) in
+// mntr's client response sizes, as ZooKeeper's ServerCnxn.sendResponse
+// does. A frame that cannot be encoded, or a client too far behind,
+// closes the connection.
+func (c *conn) encodeResponse(fn func(e *jute.Encoder), wake bool) {
+	size, ok, err := c.out.encode(fn, wake)
+	switch {
+	case err != nil:
 		c.log.Error("encoding reply", "err", err)
 		c.close()
-		return
+	case !ok:
+		c.close()
+	default:
+		c.srv.stats.responses.add(size)
 	}
-	c.pushResponse(e.Bytes())
-}
-
-// pushResponse queues a reply or notification frame and counts its size
-// (without the length prefix) in mntr's client response sizes, as
-// ZooKeeper's ServerCnxn.sendResponse does.
-func (c *conn) pushResponse(frame []byte) {
-	c.srv.stats.responses.add(len(frame) - 4)
-	c.push(frame)
 }
 
 // handshake reads the ConnectRequest and opens or re-attaches a session.

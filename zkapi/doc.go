@@ -16,8 +16,12 @@
 // none of its later ones (the reader submits a write only after the reads
 // before it are answered). A write that fails for any reason but a
 // state-machine refusal closes the connection at once, since later writes
-// may commit without it. The writer drains an unbounded queue of encoded
-// frames. One hub subscription for the
+// may commit without it. Replies and notifications are encoded straight
+// into one buffer per connection; the replier writes it to the socket
+// itself when its FIFO runs empty or before it waits on anything but the
+// store, so pipelined replies leave in one write, and the writer
+// goroutine sends notifications and what arrives while a batch is being
+// written (see queue.go). One hub subscription for the
 // whole server feeds the watch manager, which turns committed events into
 // ZooKeeper watch notifications and queues them on the watching connections.
 // The manager records the highest revision it has dispatched; before a reply

@@ -36,7 +36,8 @@ func errReply(zxid int64, code jute.Code) reply { return reply{zxid: zxid, code:
 // submitting a write. It returns the request to queue (nil: none) and
 // whether to go on reading.
 func (c *conn) prepare(frame []byte) (*request, bool) {
-	d := jute.NewDecoder(frame)
+	d := &c.dec
+	d.Reset(frame)
 	d.SetMaxLength(c.srv.cfg.MaxBuffer)
 	var hdr jute.RequestHeader
 	hdr.Decode(d)
@@ -95,7 +96,7 @@ func (c *conn) prepare(frame []byte) (*request, bool) {
 		req.answer = func() reply { return r }
 		return req, !r.close
 	default:
-		req.answer = func() reply { return c.handle(op, rec, req.ids) }
+		req.rec = rec
 		req.watches = armsWatch(rec)
 	}
 	return req, true
@@ -452,7 +453,7 @@ func failedResults(n, failed int, code jute.Code) []jute.MultiResult {
 func (c *conn) view(watch bool, fn func(v core.ReadView) reply) reply {
 	var rev int64 // latest
 	if watch {
-		rev = c.srv.watches.dispatched
+		rev = c.srv.watches.dispatched.Load()
 	}
 	v, err := c.srv.backend.Read(c.ctx, rev)
 	if err != nil {
@@ -836,7 +837,7 @@ func (c *conn) setWatches(req *jute.SetWatches2) reply {
 
 func (c *conn) addWatch(req *jute.AddWatchRequest) reply {
 	// The watch manager is locked (see reply).
-	rev := c.srv.watches.dispatched
+	rev := c.srv.watches.dispatched.Load()
 	mode := watchPersistent
 	if req.Mode == jute.AddWatchPersistentRecursive {
 		mode = watchRecursive

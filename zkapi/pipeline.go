@@ -38,24 +38,17 @@ type request struct {
 	// turns its result into the reply.
 	pending core.Pending
 	result  func(*core.Result) reply
-	// Anything else is answered when it reaches the head of the FIFO.
-	// answered is closed once its reply is queued, releasing the reader
-	// to submit the next write: not earlier, or that write could fire a
+	// Anything else is answered when it reaches the head of the FIFO:
+	// by answer if set, else by handle(op, rec). Once its reply is
+	// queued the replier counts it answered, releasing the reader to
+	// submit the next write: not earlier, or that write could fire a
 	// watch this request set before the client has the reply that
 	// registers the watch on its side.
-	answer   func() reply
-	answered chan struct{}
-	// watches says answer arms a watch: the replier runs it and queues
-	// its reply with the watch manager locked (see reply).
+	answer func() reply
+	rec    jute.Record
+	// watches says the request arms a watch: the replier answers it
+	// and queues its reply with the watch manager locked (see reply).
 	watches bool
-}
-
-// release closes r.answered once.
-func (r *request) release() {
-	if r.answered != nil {
-		close(r.answered)
-		r.answered = nil
-	}
 }
 
 // readLoop reads, prepares and queues requests until the connection ends
@@ -76,8 +69,7 @@ func (c *conn) readLoop(queue chan<- *request) {
 		c.countReceived()
 		req, more := c.prepare(frame)
 		if req != nil && req.pending == nil {
-			req.answered = make(chan struct{})
-			c.barrier = req.answered
+			c.readsQueued++
 		}
 		if req != nil {
 			c.srv.stats.outstanding.Add(1)
@@ -99,16 +91,34 @@ func (c *conn) readLoop(queue chan<- *request) {
 // replyLoop answers queued requests in order until the reader closes the
 // queue. After a failure it only drains the queue: the connection is
 // closed and no later reply may reach the client.
+//
+// Replies are flushed to the writer when the queue runs empty, and before
+// the replier waits for anything but the store (a write to commit, the
+// watch dispatcher, a sync), not one by one: the replies to the requests
+// a client pipelined leave together, in one write.
 func (c *conn) replyLoop(queue <-chan *request) {
 	live := true
 	for req := range queue {
 		if live {
 			live = c.reply(req)
 		}
-		req.release()
+		if req.pending == nil {
+			c.readsAnswered.Add(1)
+			select {
+			case c.barrierWake <- struct{}{}:
+			default:
+			}
+		}
+		// Counted answered before the reply can reach the client: a
+		// client that sends srvr once it has its reply must not find
+		// the request still outstanding.
 		c.srv.stats.outstanding.Add(-1)
 		c.outstanding.Add(-1)
+		if live && len(queue) == 0 {
+			c.flushOut()
+		}
 	}
+	c.flushOut()
 }
 
 // reply answers one request that has reached the head of the FIFO. It
@@ -126,6 +136,7 @@ func (c *conn) reply(req *request) bool {
 		// revision applied by now, so that the read still shows every
 		// write acknowledged before this request, to a client of either
 		// face.
+		c.flushOut()
 		if err := c.awaitDispatchOfLatest(); err != nil {
 			c.close()
 			return false
@@ -136,6 +147,8 @@ func (c *conn) reply(req *request) bool {
 	}
 	var r reply
 	if req.pending != nil {
+		// The replies queued so far must not wait for this write.
+		c.flushOut()
 		res, err := req.pending.Wait(c.ctx)
 		switch {
 		case err != nil:
@@ -145,8 +158,13 @@ func (c *conn) reply(req *request) bool {
 		default:
 			r = req.result(res)
 		}
-	} else {
+	} else if req.answer != nil {
 		r = req.answer()
+	} else {
+		if req.op == jute.OpSync {
+			c.flushOut() // sync waits for the leader
+		}
+		r = c.handle(req.op, req.rec, req.ids)
 	}
 	if c.log.Enabled(c.ctx, slog.LevelDebug) {
 		c.log.Debug("request", "xid", req.xid, "op", req.op, "err", r.code, "zxid", r.zxid)
@@ -162,6 +180,9 @@ func (c *conn) reply(req *request) bool {
 		return false
 	}
 	if r.wait && !req.watches {
+		if c.srv.watches.Dispatched() < r.zxid {
+			c.flushOut()
+		}
 		if err := c.srv.watches.waitDispatched(c.ctx, r.zxid); err != nil {
 			c.close()
 			return false
@@ -177,7 +198,7 @@ func (c *conn) reply(req *request) bool {
 	if r.code != jute.CodeOk && !r.bodyOnError {
 		body = nil // an error reply is the header alone
 	}
-	c.sendReply(xid, r.zxid, r.code, body)
+	c.sendReply(xid, r.zxid, r.code, body, r.close)
 	now := time.Now()
 	c.record(req.op, req.xid, r.zxid, now.Sub(req.start), now)
 	if req.op == jute.OpAuth && r.code == jute.CodeAuthFailed {
@@ -190,10 +211,9 @@ func (c *conn) reply(req *request) bool {
 // reply. A failure to submit closes the connection at once: the session's
 // later writes must not commit without this one.
 func (c *conn) submit(req *request, op *core.Op, result func(*core.Result) reply) bool {
-	if c.barrier != nil {
+	for c.readsAnswered.Load() < c.readsQueued {
 		select {
-		case <-c.barrier:
-			c.barrier = nil
+		case <-c.barrierWake:
 		case <-c.ctx.Done():
 			return false
 		}

@@ -120,11 +120,13 @@ func (t *watchTable) trigger(path string, typ jute.EventType, rev int64, suppres
 // notifications. It also tracks the highest revision dispatched, which
 // replies wait for so that notifications precede them.
 type watchManager struct {
-	mu         sync.Mutex
-	data       watchTable // data and exists watches, and persistent ones
-	child      watchTable // child watches, and persistent ones
-	byConn     map[*conn]map[string]struct{}
-	dispatched int64
+	mu     sync.Mutex
+	data   watchTable // data and exists watches, and persistent ones
+	child  watchTable // child watches, and persistent ones
+	byConn map[*conn]map[string]struct{}
+	// dispatched is written under mu and read without it by every
+	// reply, which must not queue behind the dispatcher for it.
+	dispatched atomic.Int64
 	advanced   chan struct{} // closed and replaced when dispatched moves
 	// fromEtcd counts the notifications sent for revisions etcd clients
 	// wrote: the changes that crossed from the etcd face to this one.
@@ -146,26 +148,27 @@ func (w *watchManager) start(rev int64) {
 }
 
 func (w *watchManager) advanceLocked(rev int64) {
-	if rev <= w.dispatched {
+	if rev <= w.dispatched.Load() {
 		return
 	}
-	w.dispatched = rev
+	w.dispatched.Store(rev)
 	close(w.advanced)
 	w.advanced = make(chan struct{})
 }
 
 // Dispatched returns the highest revision whose notifications are queued.
 func (w *watchManager) Dispatched() int64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.dispatched
+	return w.dispatched.Load()
 }
 
 // waitDispatched returns once every notification up to rev is queued.
 func (w *watchManager) waitDispatched(ctx context.Context, rev int64) error {
 	for {
+		if w.dispatched.Load() >= rev {
+			return nil
+		}
 		w.mu.Lock()
-		if w.dispatched >= rev {
+		if w.dispatched.Load() >= rev {
 			w.mu.Unlock()
 			return nil
 		}

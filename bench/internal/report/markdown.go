@@ -21,6 +21,9 @@ func (r *Report) Markdown(w io.Writer, charts []string) {
 	if len(r.Settings) > 0 {
 		fmt.Fprintf(w, "- settings: `%s`\n", strings.Join(r.Settings, " "))
 	}
+	if len(r.LoadAvg) > 0 {
+		fmt.Fprintf(w, "- load averages (1, 5, 15 min) at start and end: %s\n", strings.Join(r.LoadAvg, "; "))
+	}
 	if r.Command != "" {
 		fmt.Fprintf(w, "\nCommand:\n\n```\n%s\n```\n", r.Command)
 	}
@@ -87,13 +90,20 @@ func (r *Report) watchTable(w io.Writer) {
 	}
 }
 
+// Ceiling names the system of no-op servers that answer every request at
+// once: the wire's ceiling on the machine, which the ratio table divides
+// by.
+const Ceiling = "ceiling"
+
 // ratioTable compares Janus with each other system on the workloads both
 // ran: throughput ratios above 1 and latency ratios below 1 favour Janus.
+// Where the ceiling ran the workload too, the last columns give each
+// system's throughput as a fraction of the ceiling's.
 func (r *Report) ratioTable(w io.Writer) {
 	const us = "janus"
 	var others []string
 	for _, s := range r.Systems {
-		if s != us {
+		if s != us && s != Ceiling {
 			others = append(others, s)
 		}
 	}
@@ -104,6 +114,12 @@ func (r *Report) ratioTable(w io.Writer) {
 			continue
 		}
 		a := Summarize(mine)
+		ofCeiling := func(Summary) string { return "-" }
+		if runs := wl.Runs[Ceiling]; len(runs) > 0 {
+			c := Summarize(runs)
+			ofCeiling = func(m Summary) string { return fraction(m.Throughput, c.Throughput) }
+		}
+		rows := 0
 		for _, o := range others {
 			theirs, ok := wl.Runs[o]
 			if !ok || len(theirs) == 0 {
@@ -111,9 +127,7 @@ func (r *Report) ratioTable(w io.Writer) {
 			}
 			b := Summarize(theirs)
 			if !header {
-				fmt.Fprintf(w, "\n### Ratios\n\n")
-				fmt.Fprintf(w, "Janus divided by the other system, from the medians above: throughput above 1.00, and latency and server CPU per operation below 1.00, favour Janus.\n\n")
-				fmt.Fprintf(w, "| workload | Janus / | ops/s | p50 | p99 | p99.9 | events/s | delivery p99 | server CPU/op ratio (Janus/other, lower is better) |\n|---|---|--:|--:|--:|--:|--:|--:|--:|\n")
+				r.ratioHeader(w)
 				header = true
 			}
 			evRate, evP99 := "", ""
@@ -124,11 +138,36 @@ func (r *Report) ratioTable(w io.Writer) {
 			if !math.IsNaN(a.ServerCPU) && !math.IsNaN(b.ServerCPU) {
 				cpu = ratio(a.ServerCPU, b.ServerCPU)
 			}
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", wl.Name, o,
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", wl.Name, o,
 				ratio(a.Throughput, b.Throughput), ratio(float64(a.P50), float64(b.P50)),
-				ratio(float64(a.P99), float64(b.P99)), ratio(float64(a.P999), float64(b.P999)), evRate, evP99, cpu)
+				ratio(float64(a.P99), float64(b.P99)), ratio(float64(a.P999), float64(b.P999)), evRate, evP99, cpu,
+				ofCeiling(a), ofCeiling(b))
+			rows++
+		}
+		if rows == 0 && len(wl.Runs[Ceiling]) > 0 {
+			// Janus against the ceiling alone.
+			if !header {
+				r.ratioHeader(w)
+				header = true
+			}
+			fmt.Fprintf(w, "| %s | - | - | - | - | - | | | - | %s | - |\n", wl.Name, ofCeiling(a))
 		}
 	}
+}
+
+func (r *Report) ratioHeader(w io.Writer) {
+	fmt.Fprintf(w, "\n### Ratios\n\n")
+	fmt.Fprintf(w, "Janus divided by the other system, from the medians above: throughput above 1.00, and latency and server CPU per operation below 1.00, favour Janus. ")
+	fmt.Fprintf(w, "\"of ceiling\" is a system's throughput divided by the ceiling's (no-op servers for the same wire that answer every request at once, measured in the same rounds): what share of what this machine and the client library allow the system reaches.\n\n")
+	fmt.Fprintf(w, "| workload | Janus / | ops/s | p50 | p99 | p99.9 | events/s | delivery p99 | server CPU/op ratio (Janus/other, lower is better) | Janus of ceiling | other of ceiling |\n|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+}
+
+// fraction formats a/b as a share, like 0.74; "n/a" if b is zero.
+func fraction(a, b float64) string {
+	if b == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f", a/b)
 }
 
 func ratio(a, b float64) string {

@@ -35,6 +35,10 @@ type Report struct {
 	Nodes     int        `json:"nodes"`
 	Workloads []Workload `json:"workloads"`
 	Memory    []Memory   `json:"memory,omitempty"`
+	// LoadAvg is the machine's load averages (1, 5 and 15 minutes, as
+	// /proc/loadavg and uptime give them) when the run started and when
+	// it ended: what else was competing for the cores.
+	LoadAvg []string `json:"load_avg,omitempty"`
 	// Notes are free text: what failed to start, what was skipped.
 	Notes []string `json:"notes,omitempty"`
 }

@@ -130,7 +130,7 @@ func TestCPUColumns(t *testing.T) {
 		if len(cells) == 12 && cells[0] != "workload" {
 			rows[cells[0]+"/"+cells[1]] = cells // the throughput table
 		}
-		if len(cells) == 9 && cells[0] != "workload" {
+		if len(cells) == 11 && cells[0] != "workload" {
 			rows["ratio "+cells[0]+"/"+cells[1]] = cells
 		}
 	}
@@ -157,6 +157,50 @@ func TestCPUColumns(t *testing.T) {
 		if !strings.HasPrefix(k, "ratio ") && (len(row) < 12 || row[11] == "-") {
 			t.Errorf("%s: row %q has no load generator CPU", k, row)
 		}
+	}
+}
+
+// TestOfCeilingColumns checks that every system's throughput is divided by
+// the ceiling's in the same workload, and that a workload the ceiling did
+// not run says so instead of showing a ratio.
+func TestOfCeilingColumns(t *testing.T) {
+	r := sampleReport(t)
+	r.Systems = append(r.Systems, Ceiling)
+	// One operation per round, so a round's throughput is 1/elapsed:
+	// give the ceiling rounds that finish four times faster than etcd's.
+	etcd := r.Workloads[0].Runs["etcd"]
+	var ceil []*load.Result
+	for _, e := range etcd {
+		c := *e
+		c.Ops.Throughput = e.Ops.Throughput * 4
+		ceil = append(ceil, &c)
+	}
+	r.Workloads[0].Runs[Ceiling] = ceil
+	var b bytes.Buffer
+	r.ratioTable(&b)
+	rows := map[string][]string{}
+	for line := range strings.SplitSeq(b.String(), "\n") {
+		cells := strings.Split(strings.Trim(line, "| "), " | ")
+		if len(cells) == 11 && cells[0] != "workload" {
+			rows[cells[0]+"/"+cells[1]] = cells
+		}
+	}
+	if _, ok := rows["put/ceiling"]; ok {
+		t.Errorf("the ceiling got a ratio row of its own: %q", rows["put/ceiling"])
+	}
+	a, e, c := Summarize(r.Workloads[0].Runs["janus"]), Summarize(etcd), Summarize(ceil)
+	put := rows["put/etcd"]
+	if len(put) == 0 {
+		t.Fatalf("no put row in:\n%s", b.String())
+	}
+	if want := fraction(a.Throughput, c.Throughput); put[9] != want {
+		t.Errorf("Janus of ceiling = %q, want %q", put[9], want)
+	}
+	if put[10] != "0.25" {
+		t.Errorf("etcd of ceiling = %q, want 0.25 (the ceiling ran 4x etcd's rate; etcd %v, ceiling %v)", put[10], e.Throughput, c.Throughput)
+	}
+	if create := rows["create/zookeeper"]; len(create) == 0 || create[9] != "-" || create[10] != "-" {
+		t.Errorf("create row %q: the ceiling did not run create, want - in both ceiling columns", create)
 	}
 }
 

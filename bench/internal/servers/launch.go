@@ -33,6 +33,11 @@ type Launcher struct {
 	ZKHeap string
 	// JanusArgs are extra flags for every Janus member.
 	JanusArgs []string
+	// CeilingBin runs the no-op servers as "CeilingBin ceiling ..."
+	// (the bench binary itself); CeilingValueSize is the value their
+	// reads return.
+	CeilingBin       string
+	CeilingValueSize int
 	// StartTimeout bounds how long a system may take to serve.
 	StartTimeout time.Duration
 	Logger       *slog.Logger
@@ -40,8 +45,10 @@ type Launcher struct {
 	seq int
 }
 
-// Systems names the systems a Launcher can start.
-var Systems = []string{"janus", "etcd", "zookeeper"}
+// Systems names the systems a Launcher can start. The ceiling is no real
+// system: a no-op server for each wire that answers every request at
+// once, measuring what the wire and the clients cost on this machine.
+var Systems = []string{"janus", "etcd", "zookeeper", "ceiling"}
 
 // Start starts system name with the given number of nodes and waits until
 // it serves clients.
@@ -72,6 +79,8 @@ func (l *Launcher) Start(ctx context.Context, name string, nodes int) (*System, 
 			s, err = l.startEtcd(root, nodes)
 		case "zookeeper":
 			s, err = l.startZooKeeper(root, nodes)
+		case "ceiling":
+			s, err = l.startCeiling(root)
 		default:
 			return nil, fmt.Errorf("unknown system %q (want one of %v)", name, Systems)
 		}
@@ -145,6 +154,32 @@ func readiness(s *System) func(context.Context) bool {
 			return true
 		}
 	}
+}
+
+// startCeiling starts one no-op server process for both wires, whatever
+// the number of nodes asked for: there is nothing to replicate.
+func (l *Launcher) startCeiling(root string) (*System, error) {
+	if l.CeilingBin == "" {
+		return nil, errors.New("no ceiling binary")
+	}
+	ports, err := freePorts(2)
+	if err != nil {
+		return nil, err
+	}
+	etcdAddr, zkAddr := hostPort(ports[0]), hostPort(ports[1])
+	size := l.CeilingValueSize
+	if size == 0 {
+		size = 256
+	}
+	cmd := exec.Command(l.CeilingBin, "ceiling", "--etcd-listen", etcdAddr, "--zk-listen", zkAddr, "--value-size", strconv.Itoa(size))
+	cmd.Dir = root
+	s := &System{Name: "ceiling", EtcdEndpoints: []string{"http://" + etcdAddr}, ZKServers: []string{zkAddr}}
+	p, err := startProc("ceiling", cmd, filepath.Join(root, "ceiling.log"))
+	if err != nil {
+		return s, err
+	}
+	s.procs = append(s.procs, p)
+	return s, nil
 }
 
 func (l *Launcher) startJanus(root string, nodes int) (*System, error) {
