@@ -28,12 +28,15 @@ type Core struct {
 	log     *slog.Logger
 	rl      LogReader
 	id      uint64
-	voters  []uint64
-	members []uint64 // voters and observers, but not this member
-	quorum  int
-	voter   bool
 	etTicks uint64
 	rng     *mrand.Rand
+	// conf is the active configuration: its entry is committed (or it is
+	// the starting one). next, when set, is a later configuration whose
+	// entry this member's log holds but does not know committed; while it
+	// is pending every quorum is counted in both (see quorum).
+	conf  Membership
+	next  *Membership
+	voter bool // votes in conf or next
 
 	// lastLeadership is the (leader, epoch) last counted in leaderChanges.
 	lastLeadership [2]uint64
@@ -341,22 +344,11 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 		tail:       slices.Clone(cfg.Unapplied),
 		rpcs:       make(map[uint64]*localRPC),
 	}
-	for _, id := range cfg.Voters {
-		c.voters = append(c.voters, id)
-		if id == c.id {
-			c.voter = true
-		} else {
-			c.members = append(c.members, id)
-		}
+	conf, err := NewMembership(cfg.Voters, cfg.Observers)
+	if err != nil {
+		return nil, fmt.Errorf("zab: core: %w", err)
 	}
-	for _, id := range cfg.Observers {
-		if id != c.id {
-			c.members = append(c.members, id)
-		}
-	}
-	slices.Sort(c.voters)
-	slices.Sort(c.members)
-	c.quorum = len(c.voters)/2 + 1
+	c.setMembership(conf, nil)
 	c.becomeLooking("start")
 	return c, nil
 }
@@ -664,9 +656,72 @@ func (c *Core) newNonce() uint64 {
 	return c.nonceSeq<<16 | c.rng.Uint64N(1<<16)
 }
 
+// setMembership takes conf as the active configuration and next as the
+// pending one (nil if none).
+func (c *Core) setMembership(conf Membership, next *Membership) {
+	c.conf, c.next = conf, next
+	c.voter = c.isVoter(c.id)
+}
+
+// quorum reports whether has holds for a majority of the voters of every
+// configuration in play: the active one and the pending one. Every count
+// the protocol makes (votes, discovery, epoch and NEWLEADER
+// acknowledgements, commits, read confirmations, the leader's liveness)
+// goes through it or quorumValue, so that a change entry and whatever
+// follows it is safe whichever configuration ends up active.
+func (c *Core) quorum(has func(id uint64) bool) bool {
+	if !c.conf.hasQuorum(has) {
+		return false
+	}
+	return c.next == nil || c.next.hasQuorum(has)
+}
+
+// quorumValue returns the highest value that a majority of every
+// configuration in play has reached (see Membership.quorumValue). A
+// pending configuration only constrains values from its own entry on: the
+// entries before it commit under the active configuration alone.
+func (c *Core) quorumValue(value func(id uint64) (uint64, bool)) (uint64, bool) {
+	v, ok := c.conf.quorumValue(value)
+	if !ok || c.next == nil {
+		return v, ok
+	}
+	nv, nok := c.next.quorumValue(value)
+	if !nok {
+		nv = 0
+	}
+	if c.next.Index > 0 {
+		nv = max(nv, c.next.Index-1)
+	}
+	return min(v, nv), true
+}
+
+// soleVoter reports whether this member is the only voter of every
+// configuration in play: nobody else can change an election's outcome.
+func (c *Core) soleVoter() bool {
+	sole := func(m *Membership) bool { return len(m.Voters) == 1 && m.Voters[0] == c.id }
+	return sole(&c.conf) && (c.next == nil || sole(c.next))
+}
+
+// isVoter reports whether id votes in a configuration in play.
 func (c *Core) isVoter(id uint64) bool {
-	_, ok := slices.BinarySearch(c.voters, id)
-	return ok
+	return c.conf.IsVoter(id) || (c.next != nil && c.next.IsVoter(id))
+}
+
+// isMember reports whether id votes or observes in a configuration in
+// play.
+func (c *Core) isMember(id uint64) bool {
+	return c.conf.IsMember(id) || (c.next != nil && c.next.IsMember(id))
+}
+
+// voterIDs returns the voters of every configuration in play, sorted.
+func (c *Core) voterIDs() []uint64 {
+	ids := slices.Clone(c.conf.Voters)
+	if c.next != nil {
+		ids = append(ids, c.next.Voters...)
+		slices.Sort(ids)
+		ids = slices.Compact(ids)
+	}
+	return ids
 }
 
 // sortedPeers returns the leader's peers in ID order, so that the

@@ -3,7 +3,6 @@ package zab
 import (
 	"fmt"
 	"math"
-	"slices"
 )
 
 // A leader goes through discovery (FOLLOWERINFO from a quorum; the new
@@ -33,7 +32,6 @@ const (
 )
 
 type peerState struct {
-	observer bool
 	nonce    uint64
 	accepted uint32
 	phase    peerPhase
@@ -132,12 +130,11 @@ func (c *Core) leaderHandle(from uint64, msg *Message, now int64) {
 	ps := ls.peers[from]
 	switch msg.Type {
 	case MsgFollowerInfo:
-		observer := msg.Flags&FlagObserver != 0
-		if observer == c.isVoter(from) {
-			return // not what the configuration says it is
+		if !c.isMember(from) {
+			return // not in any configuration in play
 		}
 		if ps == nil || ps.nonce != msg.Nonce {
-			ps = &peerState{nonce: msg.Nonce, observer: observer, accepted: msg.Epoch}
+			ps = &peerState{nonce: msg.Nonce, accepted: msg.Epoch}
 			ls.peers[from] = ps
 		}
 		ps.heard = c.now
@@ -156,7 +153,7 @@ func (c *Core) leaderHandle(from uint64, msg *Message, now int64) {
 		ps.heard = c.now
 		switch {
 		case ps.phase == pInfo:
-			if !ps.observer {
+			if c.isVoter(from) {
 				fv := vote{epoch: uint32(msg.Round), zxid: msg.Zxid}
 				if fv.better(vote{epoch: c.ep.Current, zxid: c.lastZxid}) {
 					c.becomeLooking(fmt.Sprintf("follower %d has a later history (epoch %d, zxid %s)", from, fv.epoch, FormatZxid(fv.zxid)))
@@ -249,15 +246,11 @@ func (c *Core) checkDiscovery() {
 	if ls.epoch != 0 {
 		return
 	}
-	n := 1
 	maxAccepted := max(c.ep.Accepted, c.ep.Current)
 	for _, ps := range ls.peers {
-		if !ps.observer {
-			n++
-		}
 		maxAccepted = max(maxAccepted, ps.accepted)
 	}
-	if n < c.quorum {
+	if !c.quorum(func(id uint64) bool { return id == c.id || ls.peers[id] != nil }) {
 		return
 	}
 	if maxAccepted == math.MaxUint32 {
@@ -281,7 +274,7 @@ func (c *Core) checkDiscovery() {
 
 func (c *Core) checkEpochQuorum() {
 	ls := c.ls
-	if ls == nil || ls.currentSaved || len(ls.ackedEpoch) < c.quorum {
+	if ls == nil || ls.currentSaved || !c.quorum(func(id uint64) bool { return ls.ackedEpoch[id] }) {
 		return
 	}
 	c.persistEpochs(Epochs{Accepted: c.ep.Accepted, Current: ls.epoch})
@@ -300,13 +293,11 @@ func (c *Core) checkNewLeaderQuorum() {
 	if ls.phase != lSync {
 		return
 	}
-	n := 1
-	for _, ps := range ls.peers {
-		if !ps.observer && ps.phase == pUpToDate {
-			n++
-		}
+	upToDate := func(id uint64) bool {
+		ps := ls.peers[id]
+		return id == c.id || (ps != nil && ps.phase == pUpToDate)
 	}
-	if n < c.quorum {
+	if !c.quorum(upToDate) {
 		return
 	}
 	// A quorum holds the leader's whole log and the new epoch: all of it is
@@ -433,18 +424,16 @@ func (c *Core) leaderAppend(origin, reqID uint64, data []byte, wall int64) bool 
 // disk, the leader's own disk included.
 func (c *Core) advanceCommit() {
 	ls := c.ls
-	acks := []uint64{c.durable}
-	for _, ps := range ls.peers {
-		if !ps.observer && ps.phase >= pSynced {
-			acks = append(acks, ps.acked)
+	cm, ok := c.quorumValue(func(id uint64) (uint64, bool) {
+		if id == c.id {
+			return c.durable, true
 		}
-	}
-	if len(acks) < c.quorum {
-		return
-	}
-	slices.Sort(acks)
-	cm := acks[len(acks)-c.quorum]
-	if cm <= c.commit {
+		if ps := ls.peers[id]; ps != nil && ps.phase >= pSynced {
+			return ps.acked, true
+		}
+		return 0, false
+	})
+	if !ok || cm <= c.commit {
 		return
 	}
 	c.commit = cm
@@ -482,17 +471,30 @@ func (c *Core) checkReads() {
 	if len(ls.reads) == 0 {
 		return
 	}
-	seqs := []uint64{ls.hbSeq}
-	for _, ps := range ls.peers {
-		if !ps.observer && ps.phase >= pSynced {
-			seqs = append(seqs, ps.hbSeq)
-		}
+	// Reads are not entries: both configurations confirm them in full
+	// while a change is pending.
+	answered := func(m *Membership) (uint64, bool) {
+		return m.quorumValue(func(id uint64) (uint64, bool) {
+			if id == c.id {
+				return ls.hbSeq, true
+			}
+			if ps := ls.peers[id]; ps != nil && ps.phase >= pSynced {
+				return ps.hbSeq, true
+			}
+			return 0, false
+		})
 	}
-	if len(seqs) < c.quorum {
+	confirmed, ok := answered(&c.conf)
+	if !ok {
 		return
 	}
-	slices.Sort(seqs)
-	confirmed := seqs[len(seqs)-c.quorum]
+	if c.next != nil {
+		nc, ok := answered(c.next)
+		if !ok {
+			return
+		}
+		confirmed = min(confirmed, nc)
+	}
 	keep := ls.reads[:0]
 	for _, rd := range ls.reads {
 		if rd.seq <= confirmed {
@@ -530,13 +532,11 @@ func (c *Core) leaderTick() {
 		c.send(id, Message{Type: MsgProposal, Epoch: ls.epoch, Entries: ents})
 	}
 	ls.resendMark = c.durable
-	n := 1
-	for _, ps := range ls.peers {
-		if !ps.observer && ps.phase >= pSynced && c.now <= ps.heard+c.etTicks {
-			n++
-		}
+	live := func(id uint64) bool {
+		ps := ls.peers[id]
+		return id == c.id || (ps != nil && ps.phase >= pSynced && c.now <= ps.heard+c.etTicks)
 	}
-	if n < c.quorum {
+	if !c.quorum(live) {
 		c.becomeLooking("lost contact with a quorum")
 		return
 	}

@@ -190,7 +190,7 @@ func openReplicated(cfg Config, sm StateMachine, lock *dirLock) (*Member, error)
 	r.lw = newLogWriter(w, w.lastIndex, cfg.CheckSpace, cfg.NoSpaceRetry)
 	m.rep = r
 	_, voter := cfg.Peers[cfg.ID]
-	cfg.Logger.Info("zab member started", "id", cfg.ID, "voters", r.core.voters, "observer", !voter,
+	cfg.Logger.Info("zab member started", "id", cfg.ID, "voters", r.core.conf.Voters, "observer", !voter,
 		"accepted_epoch", ep.Accepted, "current_epoch", ep.Current, "last_index", w.lastIndex,
 		"last_zxid", FormatZxid(w.lastZxid), "applied_index", applied)
 
