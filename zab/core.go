@@ -102,6 +102,11 @@ type CoreConfig struct {
 	Applied uint64
 	// Unapplied are the entries on disk above Applied, in order.
 	Unapplied []Entry
+	// Membership is the last committed configuration the member persisted
+	// (Ready.Membership); nil for a member that never persisted one, which
+	// starts from Voters and Observers (version 0). A configuration entry
+	// in Unapplied above it is pending until a leader says it committed.
+	Membership *Membership
 }
 
 // LogReader reads a member's durable log for its Core. The Core asks only
@@ -133,9 +138,10 @@ const (
 	RoleFollower             // synchronized with a leader; votes
 	RoleObserver             // synchronized with a leader; never votes
 	RoleLeader               // leads the ensemble and has a synchronized quorum
+	RoleRemoved              // a committed configuration no longer names it; it takes part in nothing
 )
 
-var roleNames = [...]string{RoleLooking: "looking", RoleFollower: "follower", RoleObserver: "observer", RoleLeader: "leader"}
+var roleNames = [...]string{RoleLooking: "looking", RoleFollower: "follower", RoleObserver: "observer", RoleLeader: "leader", RoleRemoved: "removed"}
 
 func (r Role) String() string {
 	if int(r) < len(roleNames) {
@@ -251,9 +257,13 @@ type CoreStatus struct {
 //     or FOLLOWERINFO names them, and before Sync changes the log).
 //  2. Sync: install it durably (snapshot restored and synced, log restarted
 //     at it or truncated, entries appended and fdatasync'ed).
-//  3. Committed: hand these to the applier, in order. They are committed
-//     and durable on this member (through LogDurable, or Sync of this
-//     Ready).
+//  3. Membership, then Committed: if Membership is set, persist it
+//     (atomically, durably) as the last committed configuration; then
+//     hand Committed to the applier, in order. Committed entries are
+//     committed and durable on this member (through LogDurable, or Sync
+//     of this Ready). Membership goes first so that a restarted member
+//     never holds an applied configuration entry its membership file
+//     does not reflect.
 //  4. Epochs: if set, persist them (atomically, durably). They come after
 //     Sync and Committed (a follower's currentEpoch is persisted only once
 //     its synchronization is durable and committed entries are with the
@@ -273,12 +283,13 @@ type CoreStatus struct {
 // Fatal, when set, is an error the protocol cannot go on past: the driver
 // stops the member (after nothing else of this Ready).
 type Ready struct {
-	Drain     bool
-	Sync      *SyncInstall
-	Committed []Entry
-	Epochs    *Epochs
-	Entries   []Entry
-	Messages  []Outbound
+	Drain      bool
+	Sync       *SyncInstall
+	Membership *Membership
+	Committed  []Entry
+	Epochs     *Epochs
+	Entries    []Entry
+	Messages   []Outbound
 
 	Refused []Refusal
 	// FailProposals, when set, fails every local proposal whose entry has
@@ -344,11 +355,23 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 		tail:       slices.Clone(cfg.Unapplied),
 		rpcs:       make(map[uint64]*localRPC),
 	}
-	conf, err := NewMembership(cfg.Voters, cfg.Observers)
-	if err != nil {
-		return nil, fmt.Errorf("zab: core: %w", err)
+	var conf Membership
+	if cfg.Membership != nil {
+		conf = *cfg.Membership
+	} else {
+		var err error
+		if conf, err = NewMembership(cfg.Voters, cfg.Observers); err != nil {
+			return nil, fmt.Errorf("zab: core: %w", err)
+		}
 	}
 	c.setMembership(conf, nil)
+	for _, e := range cfg.Unapplied {
+		if e.Kind == EntryMembership && e.Index > conf.Index {
+			if err := c.notePending(e); err != nil {
+				return nil, fmt.Errorf("zab: core: %w", err)
+			}
+		}
+	}
 	c.becomeLooking("start")
 	return c, nil
 }
@@ -359,6 +382,9 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 // milliseconds) that stamps entries a leader proposes for a forwarded
 // REQUEST.
 func (c *Core) Step(from uint64, msg Message, now int64) {
+	if c.role == RoleRemoved {
+		return
+	}
 	if msg.Type == MsgNotification {
 		c.handleNotification(from, &msg)
 		return
@@ -388,6 +414,9 @@ func (c *Core) Step(from uint64, msg Message, now int64) {
 // Tick advances logical time by one heartbeat interval.
 func (c *Core) Tick() {
 	c.now++
+	if c.role == RoleRemoved {
+		return
+	}
 	for _, n := range sortedKeys(c.rpcs) {
 		if w := c.rpcs[n]; c.now > w.expires {
 			c.answer(Answer{ID: w.id, Err: ErrNoLeader})
@@ -417,7 +446,7 @@ func (c *Core) Propose(p Proposal) {
 	}
 	switch {
 	case leading:
-		if !c.leaderAppend(c.id, p.ReqID, p.Data, p.Time) {
+		if !c.leaderAppend(c.id, p.ReqID, EntryData, p.Data, p.Time) {
 			c.refuse(p.ReqID, ErrNoLeader)
 		}
 	case c.fs != nil && c.fs.phase == fBroadcast:
@@ -425,6 +454,63 @@ func (c *Core) Propose(p Proposal) {
 	default:
 		c.refuse(p.ReqID, ErrNoLeader)
 	}
+}
+
+// MembershipChange asks the leader to replace the active configuration
+// with Voters and Observers. It commits, and takes effect, once a quorum
+// of the active configuration and a quorum of the new one hold it; its
+// proposer is answered when the entry is applied, like any proposal's.
+type MembershipChange struct {
+	ReqID             uint64 // as Proposal.ReqID
+	Voters, Observers []uint64
+	// Version is the version of the configuration the change replaces; a
+	// change made against another one is refused (ErrStaleMembership).
+	Version uint64
+	Time    int64 // as Proposal.Time
+}
+
+// ProposeMembership takes a local membership change. Only a leader in
+// broadcast with no change pending appends it; anything else is refused
+// (Ready.Refused), nothing proposed: ErrNotLeader, ErrChangePending,
+// ErrStaleMembership, ErrNotCaughtUp (an observer promoted before it is
+// synchronized and within MaxDiffEntries of the leader's log), or the
+// configuration's own error.
+func (c *Core) ProposeMembership(ch MembershipChange) {
+	if err := c.checkChange(ch); err != nil {
+		c.log.Info("membership change refused", "id", c.id, "err", err)
+		c.refuse(ch.ReqID, err)
+		return
+	}
+	m, _ := NewMembership(ch.Voters, ch.Observers)
+	if !c.leaderAppend(c.id, ch.ReqID, EntryMembership, EncodeMembership(m), ch.Time) {
+		c.refuse(ch.ReqID, ErrNoLeader)
+	}
+}
+
+func (c *Core) checkChange(ch MembershipChange) error {
+	if c.ls == nil || c.ls.phase != lBroadcast {
+		return ErrNotLeader
+	}
+	if c.next != nil {
+		return fmt.Errorf("%w (version %s)", ErrChangePending, FormatZxid(c.next.Version))
+	}
+	if ch.Version != c.conf.Version {
+		return fmt.Errorf("%w: asked %s, active %s", ErrStaleMembership, FormatZxid(ch.Version), FormatZxid(c.conf.Version))
+	}
+	m, err := NewMembership(ch.Voters, ch.Observers)
+	if err != nil {
+		return err
+	}
+	for _, id := range m.Voters {
+		if id == c.id || c.conf.IsVoter(id) || !c.conf.IsMember(id) {
+			continue // already votes, or added as a voter directly
+		}
+		ps := c.ls.peers[id]
+		if ps == nil || ps.phase < pUpToDate || c.durable-min(c.durable, ps.acked) > uint64(c.cfg.MaxDiffEntries) {
+			return fmt.Errorf("%w: member %d", ErrNotCaughtUp, id)
+		}
+	}
+	return nil
 }
 
 // ReadIndex asks for a read index for local request id; Ready.Answers
@@ -505,6 +591,8 @@ func (c *Core) Ready() Ready {
 	if c.ls != nil && c.ls.phase == lBroadcast {
 		c.advanceCommit()
 	}
+	c.activateCommitted()
+	c.checkRemoved()
 	c.dispatch()
 	if c.peersTick && c.ls != nil {
 		acked := make(map[uint64]uint64, len(c.ls.peers))
@@ -600,6 +688,17 @@ func (c *Core) dispatch() {
 	ents := c.entriesFromTail(c.dispatched+1, upto)
 	if len(ents) == 0 {
 		return
+	}
+	for _, e := range ents {
+		if e.Kind != EntryMembership {
+			continue
+		}
+		m, err := membershipOf(e)
+		if err != nil {
+			c.fatal(err)
+			return
+		}
+		c.rd.Membership = &m
 	}
 	c.rd.Committed = append(c.rd.Committed, ents...)
 	c.dispatched = upto
@@ -762,6 +861,7 @@ func (c *Core) leaveRole() {
 	// Entries not yet written belong to the old leadership; drop them
 	// (they were never acknowledged).
 	if len(c.pending) > 0 {
+		c.dropPendingAbove(c.durable)
 		c.lastIndex = c.durable
 		if z, ok := c.zxidAt(c.durable); ok {
 			c.lastZxid = z

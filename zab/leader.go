@@ -221,7 +221,7 @@ func (c *Core) leaderHandle(from uint64, msg *Message, now int64) {
 		if !ls.remember(msg.Origin, msg.ReqID) {
 			return // a duplicate of a request already proposed
 		}
-		if !c.leaderAppend(msg.Origin, msg.ReqID, msg.Data, now) {
+		if !c.leaderAppend(msg.Origin, msg.ReqID, EntryData, msg.Data, now) {
 			c.send(from, Message{Type: MsgRequestFail, ReqID: msg.ReqID, Err: ErrNoLeader.Error()})
 		}
 	case MsgReadIndex:
@@ -339,7 +339,7 @@ func (c *Core) startSync(id uint64, ps *peerState, fz, fi uint64) {
 	}
 	k = min(k, c.durable)
 	kz, _ := c.zxidAt(k)
-	msg := Message{Type: MsgSync, Epoch: ls.epoch, Nonce: ps.nonce, Commit: c.commit, Index: k, Zxid: kz}
+	msg := Message{Type: MsgSync, Epoch: ls.epoch, Nonce: ps.nonce, Commit: c.commit, Index: k, Zxid: kz, Membership: c.syncMembership()}
 	switch {
 	case kz != fz && fz != 0 && ZxidEpoch(fz) == 0:
 		snap("its state was restored from a backup this log does not start from")
@@ -399,12 +399,12 @@ func (c *Core) handleSnapResult(res *Snapshot) {
 		return
 	}
 	c.sendSync(res.Peer, ps, Message{Type: MsgSync, Flags: FlagSnap, Epoch: ls.epoch, Nonce: ps.nonce, Commit: c.commit,
-		Index: res.Index, Zxid: res.Zxid, Data: res.Data, Entries: ents})
+		Index: res.Index, Zxid: res.Zxid, Data: res.Data, Entries: ents, Membership: c.syncMembership()})
 }
 
 // leaderAppend assigns the next zxid to a proposal and queues it for the
 // next flush.
-func (c *Core) leaderAppend(origin, reqID uint64, data []byte, wall int64) bool {
+func (c *Core) leaderAppend(origin, reqID uint64, kind EntryKind, data []byte, wall int64) bool {
 	ls := c.ls
 	if ls.counter == math.MaxUint32 {
 		// As ZooKeeper does: a new epoch needs a new election.
@@ -414,7 +414,13 @@ func (c *Core) leaderAppend(origin, reqID uint64, data []byte, wall int64) bool 
 	ls.counter++
 	c.lastIndex++
 	now := max(wall, c.lastTime)
-	e := Entry{Index: c.lastIndex, Zxid: MakeZxid(ls.epoch, ls.counter), Time: now, Data: data, Origin: origin, ReqID: reqID}
+	e := Entry{Index: c.lastIndex, Zxid: MakeZxid(ls.epoch, ls.counter), Time: now, Data: data, Origin: origin, ReqID: reqID, Kind: kind}
+	if kind == EntryMembership {
+		if err := c.notePending(e); err != nil {
+			c.fatal(err) // checked by ProposeMembership: cannot happen
+			return false
+		}
+	}
 	c.pending = append(c.pending, e)
 	c.lastZxid, c.lastTime = e.Zxid, now
 	return true

@@ -1,8 +1,25 @@
 package zab
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
+)
+
+// Errors that refuse a membership change; nothing was proposed.
+var (
+	// ErrNotLeader refuses a change proposed on a member that does not
+	// lead: changes are decided by the leader alone.
+	ErrNotLeader = errors.New("zab: membership changes are proposed on the leader")
+	// ErrChangePending refuses a change while another has not committed.
+	ErrChangePending = errors.New("zab: a membership change is still pending")
+	// ErrStaleMembership refuses a change that names a version other than
+	// the active configuration's.
+	ErrStaleMembership = errors.New("zab: membership version is not the active one")
+	// ErrNotCaughtUp refuses promoting an observer that is not
+	// synchronized, or still too far behind the leader's log.
+	ErrNotCaughtUp = errors.New("zab: the observer to promote has not caught up")
 )
 
 // Membership is one configuration of the ensemble: who votes and who only
@@ -90,4 +107,48 @@ func (m *Membership) quorumValue(value func(id uint64) (uint64, bool)) (uint64, 
 
 func (m *Membership) String() string {
 	return fmt.Sprintf("v%s voters=%v observers=%v", FormatZxid(m.Version), m.Voters, m.Observers)
+}
+
+// EncodeMembership returns the Data of an EntryMembership entry for m: the
+// voters, then the observers, each as a count and IDs (uvarints). Version
+// and Index are not in it: they are the entry's zxid and index.
+func EncodeMembership(m Membership) []byte {
+	var b []byte
+	for _, ids := range [][]uint64{m.Voters, m.Observers} {
+		b = binary.AppendUvarint(b, uint64(len(ids)))
+		for _, id := range ids {
+			b = binary.AppendUvarint(b, id)
+		}
+	}
+	return b
+}
+
+// membershipOf decodes the configuration an EntryMembership entry carries.
+func membershipOf(e Entry) (Membership, error) {
+	b := e.Data
+	var lists [2][]uint64
+	for i := range lists {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > uint64(len(b)) {
+			return Membership{}, fmt.Errorf("zab: membership entry %d: malformed", e.Index)
+		}
+		b = b[k:]
+		for range n {
+			id, k := binary.Uvarint(b)
+			if k <= 0 {
+				return Membership{}, fmt.Errorf("zab: membership entry %d: malformed", e.Index)
+			}
+			b = b[k:]
+			lists[i] = append(lists[i], id)
+		}
+	}
+	if len(b) != 0 {
+		return Membership{}, fmt.Errorf("zab: membership entry %d: %d bytes after the configuration", e.Index, len(b))
+	}
+	m, err := NewMembership(lists[0], lists[1])
+	if err != nil {
+		return Membership{}, fmt.Errorf("zab: membership entry %d: %w", e.Index, err)
+	}
+	m.Version, m.Index = e.Zxid, e.Index
+	return m, nil
 }
