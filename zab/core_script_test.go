@@ -252,7 +252,7 @@ func (env *scriptEnv) num(args map[string]string, k string, def uint64) uint64 {
 	if !ok {
 		return def
 	}
-	n, err := strconv.ParseUint(v, 10, 64)
+	n, err := strconv.ParseUint(v, 0, 64) // 0x.. for versions
 	if err != nil {
 		env.t.Fatalf("%s=%q: %v", k, v, err)
 	}

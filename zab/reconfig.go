@@ -72,6 +72,8 @@ func (c *Core) activateCommitted() {
 // promoted or demoted says so.
 func (c *Core) followMembership(old Membership) {
 	switch {
+	case !c.conf.IsMember(c.id):
+		// checkRemoved ends its part.
 	case c.ls != nil && !c.conf.IsVoter(c.id):
 		c.becomeLooking("the active configuration no longer counts this leader's vote")
 	case c.ls != nil:
