@@ -37,6 +37,11 @@ type Core struct {
 	conf  Membership
 	next  *Membership
 	voter bool // votes in conf or next
+	// savedConf is the version of the configuration last persisted (or
+	// recovered): a configuration entry applied again after a restart
+	// (the state machine had lost its apply) is not persisted over a
+	// later one.
+	savedConf uint64
 
 	// lastLeadership is the (leader, epoch) last counted in leaderChanges.
 	lastLeadership [2]uint64
@@ -365,6 +370,7 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 		}
 	}
 	c.setMembership(conf, nil)
+	c.savedConf = conf.Version
 	for _, e := range cfg.Unapplied {
 		if e.Kind == EntryMembership && e.Index > conf.Index {
 			if err := c.notePending(e); err != nil {
@@ -572,6 +578,14 @@ func (c *Core) Urgent() bool { return c.urgent }
 // writer are decided here: the pending entries are handed over, the
 // commit index advanced (leader) and committed durable entries released.
 func (c *Core) Ready() Ready {
+	// A configuration this member learned committed takes effect first:
+	// if it ends the member's role, the role ends as it would on an
+	// input, before the entries pending in memory are handed to the
+	// writer (a Drain covers only what earlier Readies handed over). A
+	// leader that commits a change in this Ready below takes it up in
+	// the next one, counting both quorums meanwhile.
+	c.activateCommitted()
+	c.checkRemoved()
 	if len(c.pending) > 0 {
 		if c.ls != nil && c.ls.phase == lBroadcast {
 			// Followers write while the leader does.
@@ -591,8 +605,6 @@ func (c *Core) Ready() Ready {
 	if c.ls != nil && c.ls.phase == lBroadcast {
 		c.advanceCommit()
 	}
-	c.activateCommitted()
-	c.checkRemoved()
 	c.dispatch()
 	if c.peersTick && c.ls != nil {
 		acked := make(map[uint64]uint64, len(c.ls.peers))
@@ -690,7 +702,7 @@ func (c *Core) dispatch() {
 		return
 	}
 	for _, e := range ents {
-		if e.Kind != EntryMembership {
+		if e.Kind != EntryMembership || e.Zxid <= c.savedConf {
 			continue
 		}
 		m, err := membershipOf(e)
@@ -699,6 +711,7 @@ func (c *Core) dispatch() {
 			return
 		}
 		c.rd.Membership = &m
+		c.savedConf = m.Version
 	}
 	c.rd.Committed = append(c.rd.Committed, ents...)
 	c.dispatched = upto

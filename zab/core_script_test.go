@@ -456,9 +456,9 @@ func (env *scriptEnv) checkSend(n *scriptNode, o Outbound) {
 	case MsgCommit, MsgUpToDate:
 		// Committed means on the disks of a quorum of the voters of the
 		// sender's active configuration, and of its pending one if the
-		// commit reaches that configuration's entry. The configurations
-		// are the sender's, read after the Ready: a change the COMMIT
-		// commits is already active, and its quorum is the one to check.
+		// commit reaches that configuration's entry (the sender's
+		// configurations after the Ready that sends it: a change the
+		// COMMIT commits is still pending there).
 		check := func(conf *Membership) {
 			have := 0
 			for _, id := range conf.Voters {

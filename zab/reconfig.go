@@ -42,6 +42,7 @@ func (c *Core) adoptCommitted(m *Membership) {
 	}
 	c.setMembership(cloneMembership(*m), next)
 	c.rd.Membership = new(cloneMembership(*m))
+	c.savedConf = m.Version
 	c.log.Info("zab membership adopted from the leader", "id", c.id, "membership", m.String())
 }
 
@@ -101,4 +102,14 @@ func (c *Core) checkRemoved() {
 	c.log.Info("zab removed from the ensemble", "id", c.id, "membership", c.conf.String())
 	c.leaveRole()
 	c.setRole(RoleRemoved, 0)
+}
+
+// Membership returns the active configuration and the pending one (nil if
+// none), as this member knows them.
+func (c *Core) Membership() (active Membership, pending *Membership) {
+	active = cloneMembership(c.conf)
+	if c.next != nil {
+		pending = new(cloneMembership(*c.next))
+	}
+	return active, pending
 }
