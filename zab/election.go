@@ -65,7 +65,8 @@ func (e *election) notification(c *Core) Message {
 	if !c.voter {
 		state = stateObserving
 	}
-	return Message{Type: MsgNotification, State: state, Round: e.round, Leader: e.vote.leader, Zxid: e.vote.zxid, Epoch: e.vote.epoch}
+	return Message{Type: MsgNotification, State: state, Round: e.round, Leader: e.vote.leader, Zxid: e.vote.zxid, Epoch: e.vote.epoch,
+		Membership: c.notifiedMembership()}
 }
 
 func (e *election) notifyAll(c *Core) {
@@ -127,10 +128,12 @@ func (c *Core) myNotification() Message {
 	case !c.voter:
 		state = stateObserving
 	}
-	return Message{Type: MsgNotification, State: state, Round: c.el.round, Leader: c.leader, Epoch: c.ep.Current, Zxid: c.lastZxid}
+	return Message{Type: MsgNotification, State: state, Round: c.el.round, Leader: c.leader, Epoch: c.ep.Current, Zxid: c.lastZxid,
+		Membership: c.notifiedMembership()}
 }
 
 func (c *Core) handleNotification(from uint64, msg *Message) {
+	c.learnMembership(msg.Membership)
 	if c.ls != nil || c.fs != nil {
 		if msg.State == stateLooking || msg.State == stateObserving {
 			if c.ls != nil || c.voter {

@@ -29,9 +29,9 @@ func (c *Core) dropPendingAbove(index uint64) {
 	}
 }
 
-// adoptCommitted takes m, a configuration a leader says is committed and
-// whose entry is at or below this member's log end, as the active one,
-// and has the driver persist it.
+// adoptCommitted takes m, a configuration another member says is
+// committed (its entry may not be in this member's log yet), as the
+// active one, and has the driver persist it.
 func (c *Core) adoptCommitted(m *Membership) {
 	if m == nil || m.Version <= c.conf.Version {
 		return
@@ -44,6 +44,37 @@ func (c *Core) adoptCommitted(m *Membership) {
 	c.rd.Membership = new(cloneMembership(*m))
 	c.savedConf = m.Version
 	c.log.Info("zab membership adopted from the leader", "id", c.id, "membership", m.String())
+}
+
+// notifiedMembership is the active configuration a notification carries,
+// once it is not the starting one.
+func (c *Core) notifiedMembership() *Membership {
+	if c.conf.Version == 0 {
+		return nil
+	}
+	return c.syncMembership()
+}
+
+// learnMembership takes a committed configuration another member names
+// in a notification, if it is later than this member's active one (as
+// ZooKeeper's election does with the configuration in its
+// notifications): a member that missed the commit of its own promotion
+// would otherwise never vote, and the voters that need its vote never
+// elect anyone. A configuration is active only once committed, so
+// whoever names it, it is committed; its entry reaches this member's log
+// with the next synchronization. A looking member starts its election
+// again, counting in the configurations it now has.
+func (c *Core) learnMembership(m *Membership) {
+	if m == nil || m.Version <= c.conf.Version {
+		return
+	}
+	old := c.conf
+	c.adoptCommitted(m)
+	if c.ls == nil && c.fs == nil && c.role != RoleRemoved {
+		c.el.start(c)
+		return
+	}
+	c.followMembership(old)
 }
 
 // syncMembership is the active configuration a SYNC carries.

@@ -599,6 +599,14 @@ func (n *node) describe() string {
 		return fmt.Sprintf("%d down", n.id)
 	}
 	st := n.core.Status()
-	return fmt.Sprintf("%d %s leader=%d epoch=%d/%d last=%d commit=%d applied=%d", n.id, st.Role, st.LeaderID,
+	out := fmt.Sprintf("%d %s leader=%d epoch=%d/%d last=%d commit=%d applied=%d", n.id, st.Role, st.LeaderID,
 		st.AcceptedEpoch, st.Epoch, st.LastIndex, st.CommittedIndex, n.disk.sm.index)
+	if n.s.trace.Spares > 0 {
+		active, pending := n.core.Membership()
+		out += " members " + active.String()
+		if pending != nil {
+			out += " pending " + pending.String()
+		}
+	}
+	return out
 }
