@@ -262,7 +262,7 @@ func (n *node) carry(rd *zab.Ready) (early uint64) {
 	}
 	// 3. The committed configuration, atomically, then committed entries
 	// to the applier.
-	if m := rd.Membership; m != nil {
+	if m := rd.Membership; m != nil && s.opts.Sabotage != SabotageForgetMembership {
 		s.stats.Checks["membership-forward"]++
 		if old := d.membership; old != nil && m.Version < old.Version {
 			s.fail(s.chk.fail(n.id, "Ready.Membership persists version %s over %s", zab.FormatZxid(m.Version), zab.FormatZxid(old.Version)))

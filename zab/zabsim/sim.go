@@ -27,6 +27,9 @@ const (
 	// SabotageLazySync installs a synchronization's entries through the
 	// ordinary group write instead of durably before its messages go out.
 	SabotageLazySync
+	// SabotageForgetMembership never persists Ready.Membership: a
+	// restarted member starts again from its starting configuration.
+	SabotageForgetMembership
 )
 
 func (s Sabotage) String() string {
@@ -39,6 +42,8 @@ func (s Sabotage) String() string {
 		return "late-epochs"
 	case SabotageLazySync:
 		return "lazy-sync"
+	case SabotageForgetMembership:
+		return "forget-membership"
 	}
 	return fmt.Sprintf("Sabotage(%d)", uint8(s))
 }

@@ -302,3 +302,24 @@ func TestTraces(t *testing.T) {
 		})
 	}
 }
+
+// TestSabotageMembershipFile runs membership seeds (from 1, so N is the
+// same on every run) with a driver that never persists the committed
+// configuration, and requires the simulator to notice within
+// -zabsim.mseeds seeds: a restarted member then counts quorums in its
+// starting configuration until a notification or a SYNC tells it the
+// committed one. (It shows as lost liveness, not as lost data: members
+// that still count the old configuration no longer agree on any quorum.)
+func TestSabotageMembershipFile(t *testing.T) {
+	o := simOptions()
+	o.Sabotage = SabotageForgetMembership
+	for seed := uint64(1); seed <= uint64(*mseeds); seed++ {
+		v, obs := shape(seed)
+		res := GenerateWithSpares(seed, v, obs, 2, *stepsFlag, o)
+		if res.Err != nil {
+			t.Logf("caught at seed %d (N=%d): %v", seed, seed, res.Err)
+			return
+		}
+	}
+	t.Fatalf("a driver that forgets the committed configuration was not caught in %d seeds", *mseeds)
+}
