@@ -12,12 +12,12 @@ import (
 // discovery, synchronization and broadcast) as a state machine: it has no
 // goroutines, no clock, no randomness but what its seed gives, no channels
 // and no I/O except reads of the durable log through LogReader. A driver
-// feeds it inputs (Step, Tick, Propose, ReadIndex, Call, LogDurable,
-// SnapshotTaken), takes its output with Ready, and carries each Ready out
-// in the order Ready's comment gives. The driver of a real member is
-// replica.go (log files, log writer, applier, transport, ticker); a
-// simulator can drive many Cores in one goroutine and replay a run from
-// its seed.
+// feeds it inputs (Step, Tick, Propose, ProposeMembership, ReadIndex,
+// Call, LogDurable, SnapshotTaken), takes its output with Ready, and
+// carries each Ready out in the order Ready's comment gives. The driver
+// of a real member is replica.go (log files, log writer, applier,
+// transport, ticker); a simulator can drive many Cores in one goroutine
+// and replay a run from its seed.
 //
 // A Core is not safe for concurrent use. Everything the protocol promises
 // (see the package comment's Replication contract) holds as long as the
