@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	mrand "math/rand/v2"
 	"slices"
 )
@@ -396,7 +397,7 @@ func (c *Core) Step(from uint64, msg Message, now int64) {
 // Tick advances logical time by one heartbeat interval.
 func (c *Core) Tick() {
 	c.now++
-	for _, n := range sortedKeys(c.rpcs) {
+	for _, n := range slices.Sorted(maps.Keys(c.rpcs)) {
 		if w := c.rpcs[n]; c.now > w.expires {
 			c.answer(Answer{ID: w.id, Err: ErrNoLeader})
 			delete(c.rpcs, n)
@@ -671,14 +672,7 @@ func (c *Core) isVoter(id uint64) bool {
 
 // sortedPeers returns the leader's peers in ID order, so that the
 // messages of a Ready come out in the same order on every run.
-func (c *Core) sortedPeers() []uint64 {
-	ids := make([]uint64, 0, len(c.ls.peers))
-	for id := range c.ls.peers {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
-}
+func (c *Core) sortedPeers() []uint64 { return slices.Sorted(maps.Keys(c.ls.peers)) }
 
 // ---- role transitions ----
 
@@ -700,7 +694,7 @@ func (c *Core) leaveRole() {
 	if c.started {
 		c.rd.FailProposals = err
 	}
-	for _, n := range sortedKeys(c.rpcs) {
+	for _, n := range slices.Sorted(maps.Keys(c.rpcs)) {
 		c.answer(Answer{ID: c.rpcs[n].id, Err: err})
 		delete(c.rpcs, n)
 	}
@@ -713,15 +707,6 @@ func (c *Core) leaveRole() {
 		}
 		c.pending = nil
 	}
-}
-
-func sortedKeys[V any](m map[uint64]V) []uint64 {
-	ks := make([]uint64, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
 }
 
 func (c *Core) becomeLooking(why string) {
