@@ -3,6 +3,7 @@ package core
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -99,17 +100,8 @@ func (m *MemState) Dir(path []byte) (*Dir, error) { return m.dirs[string(path)],
 
 func (m *MemState) Lease(id int64) (*Lease, error) { return m.leases[id], nil }
 
-func sortedKeys[V any](mp map[string]V) []string {
-	keys := make([]string, 0, len(mp))
-	for k := range mp {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
 func (m *MemState) Range(start, end []byte, fn func(*Node) bool) error {
-	for _, k := range sortedKeys(m.nodes) {
+	for _, k := range slices.Sorted(maps.Keys(m.nodes)) {
 		if k < string(start) || (end != nil && k >= string(end)) {
 			continue
 		}
@@ -122,7 +114,7 @@ func (m *MemState) Range(start, end []byte, fn func(*Node) bool) error {
 
 func (m *MemState) Children(parent []byte, fn func(name []byte) bool) error {
 	prefix := string(parent) + "\x00"
-	for _, k := range sortedKeys(m.children) {
+	for _, k := range slices.Sorted(maps.Keys(m.children)) {
 		if name, ok := strings.CutPrefix(k, prefix); ok {
 			if !fn([]byte(name)) {
 				return nil
@@ -148,7 +140,7 @@ func (m *MemState) Leases(fn func(*Lease) bool) error {
 
 func (m *MemState) LeaseKeys(id int64, fn func(key []byte) bool) error {
 	prefix := leaseKeyKey(id, nil)
-	for _, k := range sortedKeys(m.leaseKeys) {
+	for _, k := range slices.Sorted(maps.Keys(m.leaseKeys)) {
 		if key, ok := strings.CutPrefix(k, prefix); ok {
 			if !fn([]byte(key)) {
 				return nil
@@ -165,7 +157,7 @@ func (m *MemState) Hash() [32]byte {
 
 func (m *MemState) dirPaths() [][]byte {
 	var out [][]byte
-	for _, k := range sortedKeys(m.dirs) {
+	for _, k := range slices.Sorted(maps.Keys(m.dirs)) {
 		out = append(out, []byte(k))
 	}
 	return out

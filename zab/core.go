@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	mrand "math/rand/v2"
 	"slices"
 )
@@ -423,7 +424,7 @@ func (c *Core) Tick() {
 	if c.role == RoleRemoved {
 		return
 	}
-	for _, n := range sortedKeys(c.rpcs) {
+	for _, n := range slices.Sorted(maps.Keys(c.rpcs)) {
 		if w := c.rpcs[n]; c.now > w.expires {
 			c.answer(Answer{ID: w.id, Err: ErrNoLeader})
 			delete(c.rpcs, n)
@@ -838,14 +839,7 @@ func (c *Core) voterIDs() []uint64 {
 
 // sortedPeers returns the leader's peers in ID order, so that the
 // messages of a Ready come out in the same order on every run.
-func (c *Core) sortedPeers() []uint64 {
-	ids := make([]uint64, 0, len(c.ls.peers))
-	for id := range c.ls.peers {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
-}
+func (c *Core) sortedPeers() []uint64 { return slices.Sorted(maps.Keys(c.ls.peers)) }
 
 // ---- role transitions ----
 
@@ -867,7 +861,7 @@ func (c *Core) leaveRole() {
 	if c.started {
 		c.rd.FailProposals = err
 	}
-	for _, n := range sortedKeys(c.rpcs) {
+	for _, n := range slices.Sorted(maps.Keys(c.rpcs)) {
 		c.answer(Answer{ID: c.rpcs[n].id, Err: err})
 		delete(c.rpcs, n)
 	}
@@ -881,15 +875,6 @@ func (c *Core) leaveRole() {
 		}
 		c.pending = nil
 	}
-}
-
-func sortedKeys[V any](m map[uint64]V) []uint64 {
-	ks := make([]uint64, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
 }
 
 func (c *Core) becomeLooking(why string) {

@@ -109,7 +109,7 @@ func (c *Core) followMembership(old Membership) {
 	case c.ls != nil && !c.conf.IsVoter(c.id):
 		c.becomeLooking("the active configuration no longer counts this leader's vote")
 	case c.ls != nil:
-		for _, id := range sortedKeys(c.ls.peers) {
+		for _, id := range c.sortedPeers() {
 			if !c.conf.IsMember(id) {
 				delete(c.ls.peers, id)
 			}

@@ -98,14 +98,17 @@ func (q *outQueue) claim() (buf []byte, n int, ok bool) {
 	if q.writing || q.frames == 0 {
 		return nil, 0, false
 	}
-	return q.takeLocked()
+	buf, n = q.takeLocked()
+	return buf, n, true
 }
 
-func (q *outQueue) takeLocked() (buf []byte, n int, ok bool) {
+// takeLocked hands out the waiting frames and marks a batch as being
+// written.
+func (q *outQueue) takeLocked() (buf []byte, n int) {
 	buf, n = q.buf, q.frames
 	q.buf, q.spare, q.frames = q.spare, nil, 0
 	q.writing = true
-	return buf, n, true
+	return buf, n
 }
 
 // written ends the write of a batch that claim or take handed out and
@@ -151,7 +154,7 @@ func (q *outQueue) take(stop <-chan struct{}) (buf []byte, n int, last bool) {
 		q.mu.Lock()
 		if !q.writing {
 			if q.frames > 0 {
-				buf, n, _ = q.takeLocked()
+				buf, n = q.takeLocked()
 				q.mu.Unlock()
 				return buf, n, false
 			}

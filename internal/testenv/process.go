@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +29,11 @@ func freePorts(t testing.TB, n int) []int { return FreePorts(t, n) }
 // before the server binds it. Holding all n listeners until all are
 // chosen keeps them distinct; another test drawing the same port in
 // between is why starters still retry on a bind failure.
+//
+// A port is also claimed across processes for the life of this one (see
+// claimPort): go test runs packages in parallel, and a member killed and
+// restarted on its fixed peer port must not find that another package's
+// test drew the port while the member was down.
 func FreePorts(t testing.TB, n int) []int {
 	t.Helper()
 	lo, hi := 10000, ephemeralLow()
@@ -43,6 +49,9 @@ func FreePorts(t testing.TB, n int) []int {
 			t.Fatalf("testenv: no free loopback port in [%d, %d)", lo, hi)
 		}
 		port := lo + rand.IntN(hi-lo)
+		if !claimPort(port) {
+			continue
+		}
 		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {
 			continue
@@ -51,6 +60,43 @@ func FreePorts(t testing.TB, n int) []int {
 		ports = append(ports, port)
 	}
 	return ports
+}
+
+// claimedPorts are the lock files of the ports this process has claimed,
+// kept open (and so locked) until it exits.
+var claimedPorts struct {
+	sync.Mutex
+	files map[int]*os.File
+}
+
+// claimPort takes an exclusive lock on a file named for port, shared by
+// every test process on the machine, and keeps it until this process
+// exits (the kernel drops the lock then, however the process ends). It
+// reports false if this or another process holds the port already. Where
+// locks cannot be taken at all, it claims every port, as before.
+func claimPort(port int) bool {
+	claimedPorts.Lock()
+	defer claimedPorts.Unlock()
+	if _, mine := claimedPorts.files[port]; mine {
+		return false
+	}
+	dir := filepath.Join(os.TempDir(), "janus-test-ports")
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return true
+	}
+	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(port)), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		return true
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return !errors.Is(err, syscall.EWOULDBLOCK)
+	}
+	if claimedPorts.files == nil {
+		claimedPorts.files = map[int]*os.File{}
+	}
+	claimedPorts.files[port] = f
+	return true
 }
 
 // ephemeralLow is the lowest port the kernel hands out on its own

@@ -2,9 +2,14 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -277,5 +282,24 @@ func TestNeed(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestClaimPortIsExclusiveAcrossProcesses: a port FreePorts handed out is
+// locked for the life of the process, so neither this process nor another
+// (here, a second open file description, which flock treats as another
+// holder) can claim it again.
+func TestClaimPortIsExclusiveAcrossProcesses(t *testing.T) {
+	port := FreePorts(t, 1)[0]
+	if claimPort(port) {
+		t.Fatalf("port %d claimed twice by one process", port)
+	}
+	f, err := os.Open(filepath.Join(os.TempDir(), "janus-test-ports", strconv.Itoa(port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); !errors.Is(err, syscall.EWOULDBLOCK) {
+		t.Fatalf("another holder locked port %d's file: %v, want EWOULDBLOCK", port, err)
 	}
 }
