@@ -13,12 +13,12 @@ import (
 // discovery, synchronization and broadcast) as a state machine: it has no
 // goroutines, no clock, no randomness but what its seed gives, no channels
 // and no I/O except reads of the durable log through LogReader. A driver
-// feeds it inputs (Step, Tick, Propose, ReadIndex, Call, LogDurable,
-// SnapshotTaken), takes its output with Ready, and carries each Ready out
-// in the order Ready's comment gives. The driver of a real member is
-// replica.go (log files, log writer, applier, transport, ticker); a
-// simulator can drive many Cores in one goroutine and replay a run from
-// its seed.
+// feeds it inputs (Step, Tick, Propose, ProposeMembership, ReadIndex,
+// Call, LogDurable, SnapshotTaken), takes its output with Ready, and
+// carries each Ready out in the order Ready's comment gives. The driver
+// of a real member is replica.go (log files, log writer, applier,
+// transport, ticker); a simulator can drive many Cores in one goroutine
+// and replay a run from its seed.
 //
 // A Core is not safe for concurrent use. Everything the protocol promises
 // (see the package comment's Replication contract) holds as long as the
@@ -29,12 +29,20 @@ type Core struct {
 	log     *slog.Logger
 	rl      LogReader
 	id      uint64
-	voters  []uint64
-	members []uint64 // voters and observers, but not this member
-	quorum  int
-	voter   bool
 	etTicks uint64
 	rng     *mrand.Rand
+	// conf is the active configuration: its entry is committed (or it is
+	// the starting one). next, when set, is a later configuration whose
+	// entry this member's log holds but does not know committed; while it
+	// is pending every quorum is counted in both (see quorum).
+	conf  Membership
+	next  *Membership
+	voter bool // votes in conf or next
+	// savedConf is the version of the configuration last persisted (or
+	// recovered): a configuration entry applied again after a restart
+	// (the state machine had lost its apply) is not persisted over a
+	// later one.
+	savedConf uint64
 
 	// lastLeadership is the (leader, epoch) last counted in leaderChanges.
 	lastLeadership [2]uint64
@@ -100,6 +108,11 @@ type CoreConfig struct {
 	Applied uint64
 	// Unapplied are the entries on disk above Applied, in order.
 	Unapplied []Entry
+	// Membership is the last committed configuration the member persisted
+	// (Ready.Membership); nil for a member that never persisted one, which
+	// starts from Voters and Observers (version 0). A configuration entry
+	// in Unapplied above it is pending until a leader says it committed.
+	Membership *Membership
 }
 
 // LogReader reads a member's durable log for its Core. The Core asks only
@@ -131,9 +144,10 @@ const (
 	RoleFollower             // synchronized with a leader; votes
 	RoleObserver             // synchronized with a leader; never votes
 	RoleLeader               // leads the ensemble and has a synchronized quorum
+	RoleRemoved              // a committed configuration no longer names it; it takes part in nothing
 )
 
-var roleNames = [...]string{RoleLooking: "looking", RoleFollower: "follower", RoleObserver: "observer", RoleLeader: "leader"}
+var roleNames = [...]string{RoleLooking: "looking", RoleFollower: "follower", RoleObserver: "observer", RoleLeader: "leader", RoleRemoved: "removed"}
 
 func (r Role) String() string {
 	if int(r) < len(roleNames) {
@@ -249,9 +263,13 @@ type CoreStatus struct {
 //     or FOLLOWERINFO names them, and before Sync changes the log).
 //  2. Sync: install it durably (snapshot restored and synced, log restarted
 //     at it or truncated, entries appended and fdatasync'ed).
-//  3. Committed: hand these to the applier, in order. They are committed
-//     and durable on this member (through LogDurable, or Sync of this
-//     Ready).
+//  3. Membership, then Committed: if Membership is set, persist it
+//     (atomically, durably) as the last committed configuration; then
+//     hand Committed to the applier, in order. Committed entries are
+//     committed and durable on this member (through LogDurable, or Sync
+//     of this Ready). Membership goes first so that a restarted member
+//     never holds an applied configuration entry its membership file
+//     does not reflect.
 //  4. Epochs: if set, persist them (atomically, durably). They come after
 //     Sync and Committed (a follower's currentEpoch is persisted only once
 //     its synchronization is durable and committed entries are with the
@@ -271,12 +289,13 @@ type CoreStatus struct {
 // Fatal, when set, is an error the protocol cannot go on past: the driver
 // stops the member (after nothing else of this Ready).
 type Ready struct {
-	Drain     bool
-	Sync      *SyncInstall
-	Committed []Entry
-	Epochs    *Epochs
-	Entries   []Entry
-	Messages  []Outbound
+	Drain      bool
+	Sync       *SyncInstall
+	Membership *Membership
+	Committed  []Entry
+	Epochs     *Epochs
+	Entries    []Entry
+	Messages   []Outbound
 
 	Refused []Refusal
 	// FailProposals, when set, fails every local proposal whose entry has
@@ -342,22 +361,24 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 		tail:       slices.Clone(cfg.Unapplied),
 		rpcs:       make(map[uint64]*localRPC),
 	}
-	for _, id := range cfg.Voters {
-		c.voters = append(c.voters, id)
-		if id == c.id {
-			c.voter = true
-		} else {
-			c.members = append(c.members, id)
+	var conf Membership
+	if cfg.Membership != nil {
+		conf = *cfg.Membership
+	} else {
+		var err error
+		if conf, err = NewMembership(cfg.Voters, cfg.Observers); err != nil {
+			return nil, fmt.Errorf("zab: core: %w", err)
 		}
 	}
-	for _, id := range cfg.Observers {
-		if id != c.id {
-			c.members = append(c.members, id)
+	c.setMembership(conf, nil)
+	c.savedConf = conf.Version
+	for _, e := range cfg.Unapplied {
+		if e.Kind == EntryMembership && e.Index > conf.Index {
+			if err := c.notePending(e); err != nil {
+				return nil, fmt.Errorf("zab: core: %w", err)
+			}
 		}
 	}
-	slices.Sort(c.voters)
-	slices.Sort(c.members)
-	c.quorum = len(c.voters)/2 + 1
 	c.becomeLooking("start")
 	return c, nil
 }
@@ -368,6 +389,9 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 // milliseconds) that stamps entries a leader proposes for a forwarded
 // REQUEST.
 func (c *Core) Step(from uint64, msg Message, now int64) {
+	if c.role == RoleRemoved {
+		return
+	}
 	if msg.Type == MsgNotification {
 		c.handleNotification(from, &msg)
 		return
@@ -397,6 +421,9 @@ func (c *Core) Step(from uint64, msg Message, now int64) {
 // Tick advances logical time by one heartbeat interval.
 func (c *Core) Tick() {
 	c.now++
+	if c.role == RoleRemoved {
+		return
+	}
 	for _, n := range slices.Sorted(maps.Keys(c.rpcs)) {
 		if w := c.rpcs[n]; c.now > w.expires {
 			c.answer(Answer{ID: w.id, Err: ErrNoLeader})
@@ -426,7 +453,7 @@ func (c *Core) Propose(p Proposal) {
 	}
 	switch {
 	case leading:
-		if !c.leaderAppend(c.id, p.ReqID, p.Data, p.Time) {
+		if !c.leaderAppend(c.id, p.ReqID, EntryData, p.Data, p.Time) {
 			c.refuse(p.ReqID, ErrNoLeader)
 		}
 	case c.fs != nil && c.fs.phase == fBroadcast:
@@ -434,6 +461,63 @@ func (c *Core) Propose(p Proposal) {
 	default:
 		c.refuse(p.ReqID, ErrNoLeader)
 	}
+}
+
+// MembershipChange asks the leader to replace the active configuration
+// with Voters and Observers. It commits, and takes effect, once a quorum
+// of the active configuration and a quorum of the new one hold it; its
+// proposer is answered when the entry is applied, like any proposal's.
+type MembershipChange struct {
+	ReqID             uint64 // as Proposal.ReqID
+	Voters, Observers []uint64
+	// Version is the version of the configuration the change replaces; a
+	// change made against another one is refused (ErrStaleMembership).
+	Version uint64
+	Time    int64 // as Proposal.Time
+}
+
+// ProposeMembership takes a local membership change. Only a leader in
+// broadcast with no change pending appends it; anything else is refused
+// (Ready.Refused), nothing proposed: ErrNotLeader, ErrChangePending,
+// ErrStaleMembership, ErrNotCaughtUp (an observer promoted before it is
+// synchronized and within MaxDiffEntries of the leader's log), or the
+// configuration's own error.
+func (c *Core) ProposeMembership(ch MembershipChange) {
+	if err := c.checkChange(ch); err != nil {
+		c.log.Info("membership change refused", "id", c.id, "err", err)
+		c.refuse(ch.ReqID, err)
+		return
+	}
+	m, _ := NewMembership(ch.Voters, ch.Observers)
+	if !c.leaderAppend(c.id, ch.ReqID, EntryMembership, EncodeMembership(m), ch.Time) {
+		c.refuse(ch.ReqID, ErrNoLeader)
+	}
+}
+
+func (c *Core) checkChange(ch MembershipChange) error {
+	if c.ls == nil || c.ls.phase != lBroadcast {
+		return ErrNotLeader
+	}
+	if c.next != nil {
+		return fmt.Errorf("%w (version %s)", ErrChangePending, FormatZxid(c.next.Version))
+	}
+	if ch.Version != c.conf.Version {
+		return fmt.Errorf("%w: asked %s, active %s", ErrStaleMembership, FormatZxid(ch.Version), FormatZxid(c.conf.Version))
+	}
+	m, err := NewMembership(ch.Voters, ch.Observers)
+	if err != nil {
+		return err
+	}
+	for _, id := range m.Voters {
+		if id == c.id || c.conf.IsVoter(id) || !c.conf.IsMember(id) {
+			continue // already votes, or added as a voter directly
+		}
+		ps := c.ls.peers[id]
+		if ps == nil || ps.phase < pUpToDate || c.durable-min(c.durable, ps.acked) > uint64(c.cfg.MaxDiffEntries) {
+			return fmt.Errorf("%w: member %d", ErrNotCaughtUp, id)
+		}
+	}
+	return nil
 }
 
 // ReadIndex asks for a read index for local request id; Ready.Answers
@@ -495,6 +579,14 @@ func (c *Core) Urgent() bool { return c.urgent }
 // writer are decided here: the pending entries are handed over, the
 // commit index advanced (leader) and committed durable entries released.
 func (c *Core) Ready() Ready {
+	// A configuration this member learned committed takes effect first:
+	// if it ends the member's role, the role ends as it would on an
+	// input, before the entries pending in memory are handed to the
+	// writer (a Drain covers only what earlier Readies handed over). A
+	// leader that commits a change in this Ready below takes it up in
+	// the next one, counting both quorums meanwhile.
+	c.activateCommitted()
+	c.checkRemoved()
 	if len(c.pending) > 0 {
 		if c.ls != nil && c.ls.phase == lBroadcast {
 			// Followers write while the leader does.
@@ -610,6 +702,18 @@ func (c *Core) dispatch() {
 	if len(ents) == 0 {
 		return
 	}
+	for _, e := range ents {
+		if e.Kind != EntryMembership || e.Zxid <= c.savedConf {
+			continue
+		}
+		m, err := membershipOf(e)
+		if err != nil {
+			c.fatal(err)
+			return
+		}
+		c.rd.Membership = &m
+		c.savedConf = m.Version
+	}
 	c.rd.Committed = append(c.rd.Committed, ents...)
 	c.dispatched = upto
 	// Keep a window of applied entries for resending; drop the rest.
@@ -665,9 +769,72 @@ func (c *Core) newNonce() uint64 {
 	return c.nonceSeq<<16 | c.rng.Uint64N(1<<16)
 }
 
+// setMembership takes conf as the active configuration and next as the
+// pending one (nil if none).
+func (c *Core) setMembership(conf Membership, next *Membership) {
+	c.conf, c.next = conf, next
+	c.voter = c.isVoter(c.id)
+}
+
+// quorum reports whether has holds for a majority of the voters of every
+// configuration in play: the active one and the pending one. Every count
+// the protocol makes (votes, discovery, epoch and NEWLEADER
+// acknowledgements, commits, read confirmations, the leader's liveness)
+// goes through it or quorumValue, so that a change entry and whatever
+// follows it is safe whichever configuration ends up active.
+func (c *Core) quorum(has func(id uint64) bool) bool {
+	if !c.conf.hasQuorum(has) {
+		return false
+	}
+	return c.next == nil || c.next.hasQuorum(has)
+}
+
+// quorumValue returns the highest value that a majority of every
+// configuration in play has reached (see Membership.quorumValue). A
+// pending configuration only constrains values from its own entry on: the
+// entries before it commit under the active configuration alone.
+func (c *Core) quorumValue(value func(id uint64) (uint64, bool)) (uint64, bool) {
+	v, ok := c.conf.quorumValue(value)
+	if !ok || c.next == nil {
+		return v, ok
+	}
+	nv, nok := c.next.quorumValue(value)
+	if !nok {
+		nv = 0
+	}
+	if c.next.Index > 0 {
+		nv = max(nv, c.next.Index-1)
+	}
+	return min(v, nv), true
+}
+
+// soleVoter reports whether this member is the only voter of every
+// configuration in play: nobody else can change an election's outcome.
+func (c *Core) soleVoter() bool {
+	sole := func(m *Membership) bool { return len(m.Voters) == 1 && m.Voters[0] == c.id }
+	return sole(&c.conf) && (c.next == nil || sole(c.next))
+}
+
+// isVoter reports whether id votes in a configuration in play.
 func (c *Core) isVoter(id uint64) bool {
-	_, ok := slices.BinarySearch(c.voters, id)
-	return ok
+	return c.conf.IsVoter(id) || (c.next != nil && c.next.IsVoter(id))
+}
+
+// isMember reports whether id votes or observes in a configuration in
+// play.
+func (c *Core) isMember(id uint64) bool {
+	return c.conf.IsMember(id) || (c.next != nil && c.next.IsMember(id))
+}
+
+// voterIDs returns the voters of every configuration in play, sorted.
+func (c *Core) voterIDs() []uint64 {
+	ids := slices.Clone(c.conf.Voters)
+	if c.next != nil {
+		ids = append(ids, c.next.Voters...)
+		slices.Sort(ids)
+		ids = slices.Compact(ids)
+	}
+	return ids
 }
 
 // sortedPeers returns the leader's peers in ID order, so that the
@@ -701,6 +868,7 @@ func (c *Core) leaveRole() {
 	// Entries not yet written belong to the old leadership; drop them
 	// (they were never acknowledged).
 	if len(c.pending) > 0 {
+		c.dropPendingAbove(c.durable)
 		c.lastIndex = c.durable
 		if z, ok := c.zxidAt(c.durable); ok {
 			c.lastZxid = z

@@ -99,13 +99,16 @@ func runScript(t *testing.T, path string) {
 // scriptNode is one member: its Core and what its driver would hold on
 // disk.
 type scriptNode struct {
-	id      uint64
-	core    *Core
-	disk    *memLog // durable entries
-	writer  []Entry // handed to the writer, not yet durable
-	epochs  Epochs  // persisted
-	applied uint64  // handed to the applier
-	state   uint64  // the applied index a snapshot of this member reflects
+	id     uint64
+	core   *Core
+	disk   *memLog // durable entries
+	writer []Entry // handed to the writer, not yet durable
+	epochs Epochs  // persisted
+	// membership is the last committed configuration persisted (nil: the
+	// starting one).
+	membership *Membership
+	applied    uint64 // handed to the applier
+	state      uint64 // the applied index a snapshot of this member reflects
 	// pendingSnaps are snapshot requests the snapshot command answers.
 	pendingSnaps []SnapshotRequest
 }
@@ -203,6 +206,23 @@ func (env *scriptEnv) run(cmd string) string {
 		n := env.nodes[env.num(args, "id", 0)]
 		env.now++
 		n.core.Propose(Proposal{ReqID: env.num(args, "req", 0), Data: []byte(args["data"]), Time: env.now})
+	case "reconfig":
+		n := env.nodes[env.num(args, "id", 0)]
+		env.now++
+		n.core.ProposeMembership(MembershipChange{ReqID: env.num(args, "req", 0), Voters: env.idList(args["voters"]),
+			Observers: env.idList(args["observers"]), Version: env.num(args, "version", 0), Time: env.now})
+	case "members":
+		for _, id := range env.ids(args) {
+			n := env.nodes[id]
+			fmt.Fprintf(&out, "%d: %s active %s", id, n.core.role, n.core.conf.String())
+			if nx := n.core.next; nx != nil {
+				fmt.Fprintf(&out, " pending %s", nx.String())
+			}
+			if m := n.membership; m != nil {
+				fmt.Fprintf(&out, " persisted %s", FormatZxid(m.Version))
+			}
+			out.WriteString("\n")
+		}
 	case "read":
 		env.nodes[env.num(args, "id", 0)].core.ReadIndex(env.num(args, "req", 0))
 	case "snapshot":
@@ -232,7 +252,7 @@ func (env *scriptEnv) num(args map[string]string, k string, def uint64) uint64 {
 	if !ok {
 		return def
 	}
-	n, err := strconv.ParseUint(v, 10, 64)
+	n, err := strconv.ParseUint(v, 0, 64) // 0x.. for versions
 	if err != nil {
 		env.t.Fatalf("%s=%q: %v", k, v, err)
 	}
@@ -357,6 +377,13 @@ func (env *scriptEnv) ready(n *scriptNode, out *strings.Builder) {
 			env.appendDisk(n, s.Entries)
 		}
 	}
+	if m := rd.Membership; m != nil {
+		p("persist membership %s", m.String())
+		if n.membership != nil && m.Version < n.membership.Version {
+			env.t.Fatalf("member %d: persisted membership goes back from %s to %s", n.id, n.membership, m)
+		}
+		n.membership = m
+	}
 	if len(rd.Committed) > 0 {
 		p("apply %s", entryRange(rd.Committed))
 		for _, e := range rd.Committed {
@@ -427,18 +454,25 @@ func (env *scriptEnv) checkSend(n *scriptNode, o Outbound) {
 			fail("names index %d, disk ends at %d", m.Index, n.disk.last())
 		}
 	case MsgCommit, MsgUpToDate:
-		// Committed means on the disks of a quorum of voters.
-		voters, have := 0, 0
-		for _, o := range env.nodes {
-			if o.core.voter {
-				voters++
-				if o.disk.last() >= m.Commit {
+		// Committed means on the disks of a quorum of the voters of the
+		// sender's active configuration, and of its pending one if the
+		// commit reaches that configuration's entry (the sender's
+		// configurations after the Ready that sends it: a change the
+		// COMMIT commits is still pending there).
+		check := func(conf *Membership) {
+			have := 0
+			for _, id := range conf.Voters {
+				if o := env.nodes[id]; o != nil && o.disk.last() >= m.Commit {
 					have++
 				}
 			}
+			if have < conf.Quorum() {
+				fail("commit %d is on the disks of %d of the voters %v", m.Commit, have, conf.Voters)
+			}
 		}
-		if have < voters/2+1 {
-			fail("commit %d is on the disks of %d of %d voters", m.Commit, have, voters)
+		check(&n.core.conf)
+		if nx := n.core.next; nx != nil && m.Commit >= nx.Index {
+			check(nx)
 		}
 	case MsgNotification, MsgFollowerInfo:
 		if len(n.writer) > 0 {

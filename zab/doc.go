@@ -14,9 +14,9 @@
 //
 // The protocol is Core (core.go): a state machine with no goroutines,
 // clock, I/O or randomness but its seed, driven by inputs (Step, Tick,
-// Propose, ReadIndex, Call, LogDurable, SnapshotTaken) and answering with
-// a Ready record that says what to persist, install, write, apply and
-// send, in an order its doc comment fixes. Every rule of the replication
+// Propose, ProposeMembership, ReadIndex, Call, LogDurable, SnapshotTaken)
+// and answering with a Ready record that says what to persist, install,
+// write, apply and send, in an order its doc comment fixes. Every rule of the replication
 // contract below is carried by that record, so a driver that carries
 // Readies out in order keeps it. replica.go is the driver of a real
 // member (log files, log writer, applier, epoch file, transport, ticker,

@@ -65,12 +65,13 @@ func (e *election) notification(c *Core) Message {
 	if !c.voter {
 		state = stateObserving
 	}
-	return Message{Type: MsgNotification, State: state, Round: e.round, Leader: e.vote.leader, Zxid: e.vote.zxid, Epoch: e.vote.epoch}
+	return Message{Type: MsgNotification, State: state, Round: e.round, Leader: e.vote.leader, Zxid: e.vote.zxid, Epoch: e.vote.epoch,
+		Membership: c.notifiedMembership()}
 }
 
 func (e *election) notifyAll(c *Core) {
 	msg := e.notification(c)
-	for _, id := range c.voters {
+	for _, id := range c.voterIDs() {
 		if id != c.id {
 			c.send(id, msg)
 		}
@@ -106,16 +107,10 @@ func (e *election) checkQuorum(c *Core) {
 	if !c.voter {
 		return
 	}
-	n := 0
-	for _, v := range e.recv {
-		if v == e.vote {
-			n++
-		}
-	}
-	if n >= c.quorum {
+	if c.quorum(func(id uint64) bool { v, ok := e.recv[id]; return ok && v == e.vote }) {
 		if e.quorumAt == 0 {
 			e.quorumAt = c.now + 1
-			if c.quorum == 1 {
+			if c.soleVoter() {
 				e.decide(c) // nobody else can change the outcome
 			}
 		}
@@ -133,10 +128,12 @@ func (c *Core) myNotification() Message {
 	case !c.voter:
 		state = stateObserving
 	}
-	return Message{Type: MsgNotification, State: state, Round: c.el.round, Leader: c.leader, Epoch: c.ep.Current, Zxid: c.lastZxid}
+	return Message{Type: MsgNotification, State: state, Round: c.el.round, Leader: c.leader, Epoch: c.ep.Current, Zxid: c.lastZxid,
+		Membership: c.notifiedMembership()}
 }
 
 func (c *Core) handleNotification(from uint64, msg *Message) {
+	c.learnMembership(msg.Membership)
 	if c.ls != nil || c.fs != nil {
 		if msg.State == stateLooking || msg.State == stateObserving {
 			if c.ls != nil || c.voter {
@@ -197,16 +194,14 @@ func (e *election) checkEstablished(c *Core, leader uint64, epoch uint32) {
 	if !ok || lm.State != stateLeading || lm.Leader != leader || lm.Epoch != epoch {
 		return
 	}
-	n := 0
-	if c.voter {
-		n++
-	}
-	for _, m := range e.ooe {
-		if m.Leader == leader && m.Epoch == epoch {
-			n++
+	agrees := func(id uint64) bool {
+		if id == c.id {
+			return true // counted only where it votes
 		}
+		m, ok := e.ooe[id]
+		return ok && m.Leader == leader && m.Epoch == epoch
 	}
-	if n >= c.quorum {
+	if c.quorum(agrees) {
 		c.becomeFollower(leader)
 	}
 }

@@ -21,7 +21,23 @@ type Entry struct {
 	// replication existed.
 	Origin uint64
 	ReqID  uint64
+	// Kind says what Data is: a state machine payload (EntryData) or a
+	// configuration zab itself reads (EntryMembership). The state machine
+	// is handed both, in log order.
+	Kind EntryKind
 }
+
+// EntryKind is what an entry's Data holds.
+type EntryKind uint8
+
+const (
+	// EntryData is a payload for the state machine, opaque to zab.
+	EntryData EntryKind = iota
+	// EntryMembership is a whole configuration (see EncodeMembership),
+	// which takes effect when the entry commits. Its version is the
+	// entry's zxid.
+	EntryMembership
+)
 
 // Result is what a StateMachine's Apply returned for one entry, which
 // Propose and Pending.Wait hand back to its proposer. zab never looks

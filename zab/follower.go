@@ -120,7 +120,7 @@ func (c *Core) followerHandle(msg *Message) {
 		fs.phase = fBroadcast
 		c.commit = max(c.commit, msg.Commit)
 		role := RoleFollower
-		if !c.voter {
+		if !c.conf.IsVoter(c.id) {
 			role = RoleObserver
 		}
 		c.setRole(role, c.leader)
@@ -219,6 +219,9 @@ func (c *Core) applySync(msg *Message) error {
 	}
 	switch {
 	case in.Snapshot != nil:
+		// The snapshot replaces the whole log: a pending configuration in
+		// it is gone, and the leader's active one is found in the SYNC.
+		c.dropPendingAbove(0)
 		c.tail = nil
 		c.dispatched, c.commit = msg.Index, max(c.commit, msg.Index)
 		c.log.Info("installing snapshot", "id", c.id, "index", msg.Index, "zxid", FormatZxid(msg.Zxid), "bytes", len(msg.Data))
@@ -229,6 +232,20 @@ func (c *Core) applySync(msg *Message) error {
 			c.tail = nil
 		}
 		c.log.Info("truncating divergent log tail", "id", c.id, "after", msg.Index, "dropped", c.durable-msg.Index)
+		c.dropPendingAbove(msg.Index)
+	}
+	// The leader's active configuration is committed; its entry is at or
+	// below base here (or comes in the entries below, as pending until
+	// the commit index passes it).
+	if m := msg.Membership; m != nil && m.Index <= base {
+		c.adoptCommitted(m)
+	}
+	for _, e := range in.Entries {
+		if e.Kind == EntryMembership {
+			if err := c.notePending(e); err != nil {
+				return err
+			}
+		}
 	}
 	c.tail = append(c.tail, in.Entries...)
 	c.lastIndex, c.lastZxid, c.lastTime = last, lastZxid, lastTime
@@ -250,6 +267,12 @@ func (c *Core) followerAppend(ents []Entry) bool {
 		}
 		if e.Index != c.lastIndex+1 || e.Zxid <= c.lastZxid {
 			return false
+		}
+		if e.Kind == EntryMembership {
+			if err := c.notePending(e); err != nil {
+				c.fatal(err)
+				return false
+			}
 		}
 		c.pending = append(c.pending, e)
 		c.lastIndex, c.lastZxid, c.lastTime = e.Index, e.Zxid, e.Time

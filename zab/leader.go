@@ -3,7 +3,6 @@ package zab
 import (
 	"fmt"
 	"math"
-	"slices"
 )
 
 // A leader goes through discovery (FOLLOWERINFO from a quorum; the new
@@ -33,7 +32,6 @@ const (
 )
 
 type peerState struct {
-	observer bool
 	nonce    uint64
 	accepted uint32
 	phase    peerPhase
@@ -132,12 +130,11 @@ func (c *Core) leaderHandle(from uint64, msg *Message, now int64) {
 	ps := ls.peers[from]
 	switch msg.Type {
 	case MsgFollowerInfo:
-		observer := msg.Flags&FlagObserver != 0
-		if observer == c.isVoter(from) {
-			return // not what the configuration says it is
+		if !c.isMember(from) {
+			return // not in any configuration in play
 		}
 		if ps == nil || ps.nonce != msg.Nonce {
-			ps = &peerState{nonce: msg.Nonce, observer: observer, accepted: msg.Epoch}
+			ps = &peerState{nonce: msg.Nonce, accepted: msg.Epoch}
 			ls.peers[from] = ps
 		}
 		ps.heard = c.now
@@ -156,7 +153,7 @@ func (c *Core) leaderHandle(from uint64, msg *Message, now int64) {
 		ps.heard = c.now
 		switch {
 		case ps.phase == pInfo:
-			if !ps.observer {
+			if c.isVoter(from) {
 				fv := vote{epoch: uint32(msg.Round), zxid: msg.Zxid}
 				if fv.better(vote{epoch: c.ep.Current, zxid: c.lastZxid}) {
 					c.becomeLooking(fmt.Sprintf("follower %d has a later history (epoch %d, zxid %s)", from, fv.epoch, FormatZxid(fv.zxid)))
@@ -224,7 +221,7 @@ func (c *Core) leaderHandle(from uint64, msg *Message, now int64) {
 		if !ls.remember(msg.Origin, msg.ReqID) {
 			return // a duplicate of a request already proposed
 		}
-		if !c.leaderAppend(msg.Origin, msg.ReqID, msg.Data, now) {
+		if !c.leaderAppend(msg.Origin, msg.ReqID, EntryData, msg.Data, now) {
 			c.send(from, Message{Type: MsgRequestFail, ReqID: msg.ReqID, Err: ErrNoLeader.Error()})
 		}
 	case MsgReadIndex:
@@ -249,15 +246,11 @@ func (c *Core) checkDiscovery() {
 	if ls.epoch != 0 {
 		return
 	}
-	n := 1
 	maxAccepted := max(c.ep.Accepted, c.ep.Current)
 	for _, ps := range ls.peers {
-		if !ps.observer {
-			n++
-		}
 		maxAccepted = max(maxAccepted, ps.accepted)
 	}
-	if n < c.quorum {
+	if !c.quorum(func(id uint64) bool { return id == c.id || ls.peers[id] != nil }) {
 		return
 	}
 	if maxAccepted == math.MaxUint32 {
@@ -281,7 +274,7 @@ func (c *Core) checkDiscovery() {
 
 func (c *Core) checkEpochQuorum() {
 	ls := c.ls
-	if ls == nil || ls.currentSaved || len(ls.ackedEpoch) < c.quorum {
+	if ls == nil || ls.currentSaved || !c.quorum(func(id uint64) bool { return ls.ackedEpoch[id] }) {
 		return
 	}
 	c.persistEpochs(Epochs{Accepted: c.ep.Accepted, Current: ls.epoch})
@@ -300,13 +293,11 @@ func (c *Core) checkNewLeaderQuorum() {
 	if ls.phase != lSync {
 		return
 	}
-	n := 1
-	for _, ps := range ls.peers {
-		if !ps.observer && ps.phase == pUpToDate {
-			n++
-		}
+	upToDate := func(id uint64) bool {
+		ps := ls.peers[id]
+		return id == c.id || (ps != nil && ps.phase == pUpToDate)
 	}
-	if n < c.quorum {
+	if !c.quorum(upToDate) {
 		return
 	}
 	// A quorum holds the leader's whole log and the new epoch: all of it is
@@ -348,7 +339,7 @@ func (c *Core) startSync(id uint64, ps *peerState, fz, fi uint64) {
 	}
 	k = min(k, c.durable)
 	kz, _ := c.zxidAt(k)
-	msg := Message{Type: MsgSync, Epoch: ls.epoch, Nonce: ps.nonce, Commit: c.commit, Index: k, Zxid: kz}
+	msg := Message{Type: MsgSync, Epoch: ls.epoch, Nonce: ps.nonce, Commit: c.commit, Index: k, Zxid: kz, Membership: c.syncMembership()}
 	switch {
 	case kz != fz && fz != 0 && ZxidEpoch(fz) == 0:
 		snap("its state was restored from a backup this log does not start from")
@@ -408,12 +399,12 @@ func (c *Core) handleSnapResult(res *Snapshot) {
 		return
 	}
 	c.sendSync(res.Peer, ps, Message{Type: MsgSync, Flags: FlagSnap, Epoch: ls.epoch, Nonce: ps.nonce, Commit: c.commit,
-		Index: res.Index, Zxid: res.Zxid, Data: res.Data, Entries: ents})
+		Index: res.Index, Zxid: res.Zxid, Data: res.Data, Entries: ents, Membership: c.syncMembership()})
 }
 
 // leaderAppend assigns the next zxid to a proposal and queues it for the
 // next flush.
-func (c *Core) leaderAppend(origin, reqID uint64, data []byte, wall int64) bool {
+func (c *Core) leaderAppend(origin, reqID uint64, kind EntryKind, data []byte, wall int64) bool {
 	ls := c.ls
 	if ls.counter == math.MaxUint32 {
 		// As ZooKeeper does: a new epoch needs a new election.
@@ -423,7 +414,13 @@ func (c *Core) leaderAppend(origin, reqID uint64, data []byte, wall int64) bool 
 	ls.counter++
 	c.lastIndex++
 	now := max(wall, c.lastTime)
-	e := Entry{Index: c.lastIndex, Zxid: MakeZxid(ls.epoch, ls.counter), Time: now, Data: data, Origin: origin, ReqID: reqID}
+	e := Entry{Index: c.lastIndex, Zxid: MakeZxid(ls.epoch, ls.counter), Time: now, Data: data, Origin: origin, ReqID: reqID, Kind: kind}
+	if kind == EntryMembership {
+		if err := c.notePending(e); err != nil {
+			c.fatal(err) // checked by ProposeMembership: cannot happen
+			return false
+		}
+	}
 	c.pending = append(c.pending, e)
 	c.lastZxid, c.lastTime = e.Zxid, now
 	return true
@@ -433,18 +430,16 @@ func (c *Core) leaderAppend(origin, reqID uint64, data []byte, wall int64) bool 
 // disk, the leader's own disk included.
 func (c *Core) advanceCommit() {
 	ls := c.ls
-	acks := []uint64{c.durable}
-	for _, ps := range ls.peers {
-		if !ps.observer && ps.phase >= pSynced {
-			acks = append(acks, ps.acked)
+	cm, ok := c.quorumValue(func(id uint64) (uint64, bool) {
+		if id == c.id {
+			return c.durable, true
 		}
-	}
-	if len(acks) < c.quorum {
-		return
-	}
-	slices.Sort(acks)
-	cm := acks[len(acks)-c.quorum]
-	if cm <= c.commit {
+		if ps := ls.peers[id]; ps != nil && ps.phase >= pSynced {
+			return ps.acked, true
+		}
+		return 0, false
+	})
+	if !ok || cm <= c.commit {
 		return
 	}
 	c.commit = cm
@@ -482,17 +477,30 @@ func (c *Core) checkReads() {
 	if len(ls.reads) == 0 {
 		return
 	}
-	seqs := []uint64{ls.hbSeq}
-	for _, ps := range ls.peers {
-		if !ps.observer && ps.phase >= pSynced {
-			seqs = append(seqs, ps.hbSeq)
-		}
+	// Reads are not entries: both configurations confirm them in full
+	// while a change is pending.
+	answered := func(m *Membership) (uint64, bool) {
+		return m.quorumValue(func(id uint64) (uint64, bool) {
+			if id == c.id {
+				return ls.hbSeq, true
+			}
+			if ps := ls.peers[id]; ps != nil && ps.phase >= pSynced {
+				return ps.hbSeq, true
+			}
+			return 0, false
+		})
 	}
-	if len(seqs) < c.quorum {
+	confirmed, ok := answered(&c.conf)
+	if !ok {
 		return
 	}
-	slices.Sort(seqs)
-	confirmed := seqs[len(seqs)-c.quorum]
+	if c.next != nil {
+		nc, ok := answered(c.next)
+		if !ok {
+			return
+		}
+		confirmed = min(confirmed, nc)
+	}
 	keep := ls.reads[:0]
 	for _, rd := range ls.reads {
 		if rd.seq <= confirmed {
@@ -530,13 +538,11 @@ func (c *Core) leaderTick() {
 		c.send(id, Message{Type: MsgProposal, Epoch: ls.epoch, Entries: ents})
 	}
 	ls.resendMark = c.durable
-	n := 1
-	for _, ps := range ls.peers {
-		if !ps.observer && ps.phase >= pSynced && c.now <= ps.heard+c.etTicks {
-			n++
-		}
+	live := func(id uint64) bool {
+		ps := ls.peers[id]
+		return id == c.id || (ps != nil && ps.phase >= pSynced && c.now <= ps.heard+c.etTicks)
 	}
-	if n < c.quorum {
+	if !c.quorum(live) {
 		c.becomeLooking("lost contact with a quorum")
 		return
 	}

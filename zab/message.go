@@ -93,6 +93,12 @@ type Message struct {
 	Err     string
 	Data    []byte
 	Entries []Entry
+	// Membership is, in a SYNC, the leader's active configuration, which
+	// a follower synchronized by SNAP cannot find in its log. It is not
+	// in the wire encoding yet (see "Membership changes" in the design):
+	// until it is, only a simulated or scripted ensemble changes its
+	// configuration.
+	Membership *Membership
 }
 
 // Envelope is a received message and its sender.

@@ -190,7 +190,7 @@ func openReplicated(cfg Config, sm StateMachine, lock *dirLock) (*Member, error)
 	r.lw = newLogWriter(w, w.lastIndex, cfg.CheckSpace, cfg.NoSpaceRetry)
 	m.rep = r
 	_, voter := cfg.Peers[cfg.ID]
-	cfg.Logger.Info("zab member started", "id", cfg.ID, "voters", r.core.voters, "observer", !voter,
+	cfg.Logger.Info("zab member started", "id", cfg.ID, "voters", r.core.conf.Voters, "observer", !voter,
 		"accepted_epoch", ep.Accepted, "current_epoch", ep.Current, "last_index", w.lastIndex,
 		"last_zxid", FormatZxid(w.lastZxid), "applied_index", applied)
 
@@ -431,7 +431,14 @@ func (r *replica) carryOut(rd Ready) error {
 			return err
 		}
 	}
-	// 3. Committed entries to the applier.
+	// 3. A committed configuration would be persisted here. This driver
+	// has no membership file, and neither its log nor its wire encoding
+	// carries an entry's kind yet, so nothing it runs can propose one;
+	// should a Ready ask, the member stops rather than forget it.
+	if rd.Membership != nil {
+		return fmt.Errorf("zab: membership change %s: not supported by this member yet", rd.Membership)
+	}
+	// Committed entries to the applier.
 	if len(rd.Committed) > 0 {
 		r.wmu.Lock()
 		for _, e := range rd.Committed {

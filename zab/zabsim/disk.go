@@ -15,6 +15,9 @@ import (
 // restart reopens from it.
 type disk struct {
 	accepted, current uint32 // the epoch file, replaced atomically
+	// membership is the membership file (the last committed
+	// configuration), replaced atomically; nil until one is persisted.
+	membership *zab.Membership
 
 	// The log is base, then log (durable), then group (written, its fsync
 	// in flight: at most one group write is ever unsynced), then queued

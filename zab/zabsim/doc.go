@@ -14,9 +14,10 @@
 //     lossy spells drops, duplicates and holds some back; partitions cut
 //     links both ways or one way, in flight included;
 //   - per member, a disk: the log (durable entries, one group write whose
-//     fsync is in flight, entries queued behind it), the epoch file
-//     (replaced atomically) and the state machine (a hash chain of the
-//     entries applied, synced now and then); a power loss keeps what was
+//     fsync is in flight, entries queued behind it), the epoch file and
+//     the membership file (each replaced atomically) and the state
+//     machine (a hash chain of the entries applied, synced now and
+//     then); a power loss keeps what was
 //     durable, a torn prefix of the group in flight, and a prefix of the
 //     state machine's unsynced applies; a restart reopens from the disk as
 //     zab's Open does;
@@ -26,7 +27,10 @@
 // A run is a Trace: the seed (delays, losses, latencies, each member's
 // core seed), the ensemble, the length of the faulty phase in steps, and
 // the external events (proposals, crashes, power cuts, restarts,
-// partitions, heals, lossy spells, log trims). Generate draws the events
+// partitions, heals, lossy spells, log trims, and, in a trace with spare
+// members, membership changes: a spare added as an observer and started,
+// an observer promoted, a member or the leader removed, each proposed by
+// the leader of the moment, one at a time). Generate draws the events
 // from the seed as the run goes; Replay runs a given trace and reproduces
 // the run exactly. Each message's fate and each latency is drawn from the
 // seed, the link or member, and the virtual time, so removing an event

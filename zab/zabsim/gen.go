@@ -41,8 +41,9 @@ const (
 // a run ends whatever is left.
 type generator struct {
 	rng     *rand.Rand
-	members []uint64
+	members []uint64 // every ID, spares included
 	voters  []uint64
+	spares  []uint64 // IDs outside the starting ensemble; with them, membership changes are drawn
 	// pending are the events already decided, earliest first: follow-ups
 	// (the ends of faults) and one freshly drawn event.
 	pending []Event
@@ -53,9 +54,9 @@ type generator struct {
 	proposeShare int
 }
 
-func newGenerator(rng *rand.Rand, voters, members []uint64) *generator {
+func newGenerator(rng *rand.Rand, voters, members, spares []uint64) *generator {
 	f := 1 << rng.IntN(4) // 1, 2, 4 or 8
-	return &generator{rng: rng, voters: voters, members: members,
+	return &generator{rng: rng, voters: voters, members: members, spares: spares,
 		gap: float64(meanGap * f), proposeShare: 45 + 12*bits.Len(uint(f))}
 }
 
@@ -103,6 +104,17 @@ func (g *generator) draw(now int64) Event {
 			return e
 		}
 		e.Kind, e.Member, e.Arg = EvPropose, g.member(), 1+g.rng.IntN(4)
+		return e
+	}
+	// With spares, one fault in six is a membership change (drawn only
+	// then, so runs without spares stay what they were).
+	if len(g.spares) > 0 && g.rng.IntN(6) == 0 {
+		e.Kind, e.Arg = EvReconfig, ReconfigAdd+g.rng.IntN(3)
+		if e.Arg == ReconfigAdd {
+			e.Member = g.spares[g.rng.IntN(len(g.spares))]
+		} else {
+			e.Member = g.member()
+		}
 		return e
 	}
 	// The faults, by weight out of 45.

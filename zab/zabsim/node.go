@@ -31,6 +31,12 @@ type node struct {
 	rolls       uint64 // draws at rolledAt from its own random stream
 	rolledAt    int64
 	reqSeq      uint64 // survives restarts, as the real member's random start does
+	// joined says the member was started at least once: one of the
+	// starting ensemble, or a spare a membership change added. startConf
+	// is the configuration it starts from until it persists one (the
+	// starting ensemble's, or the change that added it), as --peers is.
+	joined    bool
+	startConf zab.Membership
 
 	// The incarnation.
 	up    bool
@@ -117,12 +123,8 @@ func (n *node) start() {
 		lastTime = e.Time
 	}
 	n.inc++
-	var observers []uint64
-	for _, id := range n.s.ids[len(n.s.voters):] {
-		observers = append(observers, id)
-	}
 	core, err := zab.NewCore(zab.CoreConfig{
-		ID: n.id, Voters: n.s.voters, Observers: observers,
+		ID: n.id, Voters: n.startConf.Voters, Observers: n.startConf.Observers, Membership: d.membership,
 		ElectionTicks: electionTicks, MaxDiffEntries: maxDiff, CanSnapshot: true,
 		Seed:      [2]uint64{n.s.trace.Seed, n.id<<32 | uint64(n.inc)},
 		Log:       logReader{d},
@@ -258,7 +260,20 @@ func (n *node) carry(rd *zab.Ready) (early uint64) {
 	if rd.Sync != nil {
 		n.install(rd.Sync)
 	}
-	// 3. Committed entries to the applier.
+	// 3. The committed configuration, atomically, then committed entries
+	// to the applier.
+	if m := rd.Membership; m != nil && s.opts.Sabotage != SabotageForgetMembership {
+		s.stats.Checks["membership-forward"]++
+		if old := d.membership; old != nil && m.Version < old.Version {
+			s.fail(s.chk.fail(n.id, "Ready.Membership persists version %s over %s", zab.FormatZxid(m.Version), zab.FormatZxid(old.Version)))
+		}
+		c := *m
+		d.membership = &c
+		if !s.versions[m.Version] {
+			s.versions[m.Version] = true
+			s.stats.Reconfigs++
+		}
+	}
 	if len(rd.Committed) > 0 && !s.opts.EndToEndOnly {
 		s.stats.Checks["committed-durable"]++
 		if last := rd.Committed[len(rd.Committed)-1].Index; last > d.durableIndex() {
@@ -584,6 +599,14 @@ func (n *node) describe() string {
 		return fmt.Sprintf("%d down", n.id)
 	}
 	st := n.core.Status()
-	return fmt.Sprintf("%d %s leader=%d epoch=%d/%d last=%d commit=%d applied=%d", n.id, st.Role, st.LeaderID,
+	out := fmt.Sprintf("%d %s leader=%d epoch=%d/%d last=%d commit=%d applied=%d", n.id, st.Role, st.LeaderID,
 		st.AcceptedEpoch, st.Epoch, st.LastIndex, st.CommittedIndex, n.disk.sm.index)
+	if n.s.trace.Spares > 0 {
+		active, pending := n.core.Membership()
+		out += " members " + active.String()
+		if pending != nil {
+			out += " pending " + pending.String()
+		}
+	}
+	return out
 }

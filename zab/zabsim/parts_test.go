@@ -38,7 +38,7 @@ func TestTraceRoundTrip(t *testing.T) {
 
 func TestGeneratorIsDeterministic(t *testing.T) {
 	draw := func(seed uint64) []Event {
-		g := newGenerator(rand.New(rand.NewPCG(seed, 7)), []uint64{1, 2, 3}, []uint64{1, 2, 3, 4})
+		g := newGenerator(rand.New(rand.NewPCG(seed, 7)), []uint64{1, 2, 3}, []uint64{1, 2, 3, 4, 5}, []uint64{5})
 		var out []Event
 		now := int64(0)
 		for range 500 {

@@ -27,6 +27,9 @@ const (
 	// SabotageLazySync installs a synchronization's entries through the
 	// ordinary group write instead of durably before its messages go out.
 	SabotageLazySync
+	// SabotageForgetMembership never persists Ready.Membership: a
+	// restarted member starts again from its starting configuration.
+	SabotageForgetMembership
 )
 
 func (s Sabotage) String() string {
@@ -39,6 +42,8 @@ func (s Sabotage) String() string {
 		return "late-epochs"
 	case SabotageLazySync:
 		return "lazy-sync"
+	case SabotageForgetMembership:
+		return "forget-membership"
 	}
 	return fmt.Sprintf("Sabotage(%d)", uint8(s))
 }
@@ -82,6 +87,9 @@ type Stats struct {
 	Acked     int
 	Reads     int // read indexes answered
 	Elections int // leaderships established
+	// Reconfigs counts the configurations that committed (each version
+	// once, however many members persisted it).
+	Reconfigs int
 }
 
 func newStats() *Stats { return &Stats{Faults: map[string]int{}, Checks: map[string]int{}} }
@@ -95,6 +103,7 @@ func (s *Stats) Add(o *Stats) {
 	s.Acked += o.Acked
 	s.Reads += o.Reads
 	s.Elections += o.Elections
+	s.Reconfigs += o.Reconfigs
 	if s.Faults == nil {
 		s.Faults, s.Checks = map[string]int{}, map[string]int{}
 	}
@@ -139,19 +148,28 @@ type sim struct {
 	probes    map[[2]uint64]bool // proposals made in the liveness phase
 	probeRng  *rand.Rand
 	liveDone  bool
+	// versions are the configuration versions some member persisted.
+	versions map[uint64]bool
 }
 
 // Generate runs the seed's own schedule of faults and proposals.
 func Generate(seed uint64, voters, observers, steps int, opts Options) *Result {
-	t := &Trace{Seed: seed, Voters: voters, Observers: observers, Steps: steps}
+	return GenerateWithSpares(seed, voters, observers, 0, steps, opts)
+}
+
+// GenerateWithSpares is Generate for an ensemble with spares: members
+// outside it that membership changes (EvReconfig, drawn among the faults)
+// may add, then promote or remove, one change at a time.
+func GenerateWithSpares(seed uint64, voters, observers, spares, steps int, opts Options) *Result {
+	t := &Trace{Seed: seed, Voters: voters, Observers: observers, Spares: spares, Steps: steps}
 	s := newSim(t, opts)
-	s.src = newGenerator(rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)), s.voters, s.ids)
+	s.src = newGenerator(rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)), s.voters, s.ids, s.ids[voters+observers:])
 	return s.run()
 }
 
 // Replay runs a trace (one a run printed, perhaps shrunk) exactly.
 func Replay(t *Trace, opts Options) *Result {
-	s := newSim(&Trace{Seed: t.Seed, Voters: t.Voters, Observers: t.Observers, Steps: t.Steps}, opts)
+	s := newSim(&Trace{Seed: t.Seed, Voters: t.Voters, Observers: t.Observers, Spares: t.Spares, Steps: t.Steps}, opts)
 	s.src = &replaySource{events: slices.Clone(t.Events)}
 	return s.run()
 }
@@ -168,26 +186,35 @@ func newSim(t *Trace, opts Options) *sim {
 		probeRng: rand.New(rand.NewPCG(t.Seed, 2)),
 		stats:    newStats(),
 		probes:   map[[2]uint64]bool{},
+		versions: map[uint64]bool{},
 	}
 	s.stats.Runs = 1
 	s.chk = newChecker(func() (int, int64) { return s.step, s.now })
 	s.chk.checks = s.stats.Checks
 	s.chk.refusals = !opts.IgnoreRefusals
 	s.net = newNetwork(t.Seed, s.stats)
-	for i := 1; i <= t.Voters+t.Observers; i++ {
+	var observers []uint64
+	for i := 1; i <= t.Voters+t.Observers+t.Spares; i++ {
 		id := uint64(i)
 		s.ids = append(s.ids, id)
-		if i <= t.Voters {
+		switch {
+		case i <= t.Voters:
 			s.voters = append(s.voters, id)
+		case i <= t.Voters+t.Observers:
+			observers = append(observers, id)
 		}
 	}
-	for _, id := range s.ids {
+	start, err := zab.NewMembership(s.voters, observers)
+	if err != nil {
+		panic(fmt.Sprintf("zabsim: trace with %d voters: %v", t.Voters, err)) // ParseTrace and the tests never make one
+	}
+	for i, id := range s.ids {
 		// Each member's clock runs at its own rate: a tick every 70 to 130
 		// virtual milliseconds, and a wall clock off by up to a second.
 		period := int64(70 + s.rng.IntN(61))
 		s.maxTick = max(s.maxTick, period)
 		s.nodes[id] = &node{s: s, id: id, disk: &disk{}, tickPeriod: period, clockOffset: s.rng.Int64N(2000) - 1000,
-			fsyncMax: 2 + s.rng.Int64N(maxFsync)}
+			fsyncMax: 2 + s.rng.Int64N(maxFsync), joined: i < t.Voters+t.Observers, startConf: start}
 	}
 	return s
 }
@@ -207,7 +234,9 @@ func (s *sim) fail(err error) {
 
 func (s *sim) run() *Result {
 	for _, id := range s.ids {
-		s.nodes[id].start()
+		if s.nodes[id].joined {
+			s.nodes[id].start()
+		}
 	}
 	s.scheduleExternal()
 	for s.err == nil && s.step < s.trace.Steps {
@@ -304,7 +333,7 @@ func (s *sim) external(e Event) {
 			}
 		}
 	case EvRestart:
-		if n := s.nodes[e.Member]; n != nil && !n.up {
+		if n := s.nodes[e.Member]; n != nil && !n.up && n.joined {
 			s.stats.Faults["restart"]++
 			n.start()
 		}
@@ -318,6 +347,8 @@ func (s *sim) external(e Event) {
 		s.net.dropPct = e.Arg
 	case EvCalm:
 		s.net.dropPct = 0
+	case EvReconfig:
+		s.reconfig(e)
 	case EvTrim:
 		if n := s.nodes[e.Member]; n != nil && n.up {
 			s.stats.Faults["trim"]++
@@ -345,7 +376,7 @@ func (s *sim) liveness() {
 	s.net.heal()
 	s.net.dropPct = 0
 	for _, id := range s.ids {
-		if n := s.nodes[id]; !n.up {
+		if n := s.nodes[id]; !n.up && n.joined {
 			n.start()
 		}
 	}

@@ -23,6 +23,8 @@ var (
 	verbose   = flag.Bool("zabsim.v", false, "log every external event and role change")
 	verboseM  = flag.Bool("zabsim.vv", false, "with -zabsim.v, log every message delivered too (heartbeats aside)")
 	refusals  = flag.Bool("zabsim.refusals", true, "check that a proposal refused with ErrNoLeader never commits (see Options.IgnoreRefusals)")
+	sparesFlg = flag.Int("zabsim.spares", 0, "spare members per run of TestSimulate; with spares, membership changes are among the faults")
+	mseeds    = flag.Int("zabsim.mseeds", 100, "seeds TestSimulateMembership runs")
 )
 
 // shape is the ensemble a seed runs: 3 or 5 voters, with or without
@@ -55,7 +57,20 @@ func opts(t testing.TB) Options {
 // TestSimulate runs seeds of mixed faults through the simulator and fails
 // on the first broken invariant, printing the seed, the command that
 // replays it, and the trace shrunk to what still fails.
-func TestSimulate(t *testing.T) {
+func TestSimulate(t *testing.T) { simulate(t, *seedsFlag, *sparesFlg) }
+
+// TestSimulateMembership is TestSimulate with two spare members per run,
+// so that membership changes (add an observer, promote it, remove a
+// member or the leader, one at a time) come among the faults, and the
+// same invariants hold across them.
+func TestSimulateMembership(t *testing.T) {
+	if *traceFlag != "" || *seedFlag != 0 {
+		t.Skip("TestSimulate replays single seeds and traces (with -zabsim.spares)")
+	}
+	simulate(t, *mseeds, 2)
+}
+
+func simulate(t *testing.T, nseeds, spares int) {
 	if *traceFlag != "" {
 		res := Replay(readTrace(t, *traceFlag), opts(t))
 		logStats(t, res.Stats, 0)
@@ -71,9 +86,10 @@ func TestSimulate(t *testing.T) {
 		if base == 0 {
 			base = uint64(time.Now().UnixNano())
 		}
-		t.Logf("seeds %d to %d (replay all with -zabsim.base=%d -zabsim.seeds=%d)", base, base+uint64(*seedsFlag)-1, base, *seedsFlag)
+		t.Logf("seeds %d to %d, %d spares (replay all with -zabsim.base=%d -zabsim.seeds=%d -zabsim.spares=%d)",
+			base, base+uint64(nseeds)-1, spares, base, nseeds, spares)
 		seeds = seeds[:0]
-		for i := range *seedsFlag {
+		for i := range nseeds {
 			seeds = append(seeds, base+uint64(i))
 		}
 	}
@@ -82,7 +98,7 @@ func TestSimulate(t *testing.T) {
 	start := time.Now()
 	for _, seed := range seeds {
 		v, o := shape(seed)
-		res := Generate(seed, v, o, *stepsFlag, opts(t))
+		res := GenerateWithSpares(seed, v, o, spares, *stepsFlag, opts(t))
 		total.Add(res.Stats)
 		if res.Err != nil && *keepGoing {
 			failures[kindOf(res.Err)]++
@@ -119,8 +135,8 @@ func readTrace(t *testing.T, path string) *Trace {
 func report(t *testing.T, res *Result, o Options) {
 	t.Helper()
 	tr := res.Trace
-	t.Errorf("seed %d (%d voters, %d observers, %d steps): %v\nreplay: go test ./zab/zabsim -run 'TestSimulate$' -zabsim.seed=%d -zabsim.steps=%d -zabsim.v",
-		tr.Seed, tr.Voters, tr.Observers, tr.Steps, res.Err, tr.Seed, tr.Steps)
+	t.Errorf("seed %d (%d voters, %d observers, %d spares, %d steps): %v\nreplay: go test ./zab/zabsim -run 'TestSimulate$' -zabsim.seed=%d -zabsim.spares=%d -zabsim.steps=%d -zabsim.v",
+		tr.Seed, tr.Voters, tr.Observers, tr.Spares, tr.Steps, res.Err, tr.Seed, tr.Spares, tr.Steps)
 	if *shrinkFlg <= 0 {
 		return
 	}
@@ -172,8 +188,8 @@ func logStats(t testing.TB, s *Stats, took time.Duration) {
 	for _, v := range s.Checks {
 		checks += v
 	}
-	t.Logf("%d runs, %d steps, %d external events, %d proposals (%d acknowledged), %d read indexes, %d leaderships, %d invariant checks, %v",
-		s.Runs, s.Steps, s.Events, s.Proposals, s.Acked, s.Reads, s.Elections, checks, took.Round(time.Millisecond))
+	t.Logf("%d runs, %d steps, %d external events, %d proposals (%d acknowledged), %d read indexes, %d leaderships, %d membership changes committed, %d invariant checks, %v",
+		s.Runs, s.Steps, s.Events, s.Proposals, s.Acked, s.Reads, s.Elections, s.Reconfigs, checks, took.Round(time.Millisecond))
 	t.Logf("faults: %s", formatCounts(s.Faults))
 	t.Logf("checks: %s", formatCounts(s.Checks))
 }
@@ -285,4 +301,25 @@ func TestTraces(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSabotageMembershipFile runs membership seeds (from 1, so N is the
+// same on every run) with a driver that never persists the committed
+// configuration, and requires the simulator to notice within
+// -zabsim.mseeds seeds: a restarted member then counts quorums in its
+// starting configuration until a notification or a SYNC tells it the
+// committed one. (It shows as lost liveness, not as lost data: members
+// that still count the old configuration no longer agree on any quorum.)
+func TestSabotageMembershipFile(t *testing.T) {
+	o := simOptions()
+	o.Sabotage = SabotageForgetMembership
+	for seed := uint64(1); seed <= uint64(*mseeds); seed++ {
+		v, obs := shape(seed)
+		res := GenerateWithSpares(seed, v, obs, 2, *stepsFlag, o)
+		if res.Err != nil {
+			t.Logf("caught at seed %d (N=%d): %v", seed, seed, res.Err)
+			return
+		}
+	}
+	t.Fatalf("a driver that forgets the committed configuration was not caught in %d seeds", *mseeds)
 }

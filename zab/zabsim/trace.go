@@ -44,14 +44,28 @@ const (
 	EvTrim
 	// EvRead asks Member for a read index (ReadIndex).
 	EvRead
+	// EvReconfig has the leader of the moment (if any) propose a
+	// membership change about Member: Arg is ReconfigAdd (a spare that was
+	// never a member joins as an observer, and is started), ReconfigPromote
+	// (an observer becomes a voter) or ReconfigRemove (a member leaves,
+	// the leader included). A change that does not apply to the active
+	// configuration, or while one is pending, does nothing.
+	EvReconfig
 	kindEnd
 )
 
 var kindNames = [...]string{
 	EvPropose: "propose", EvCrash: "crash", EvRestart: "restart", EvPowerCut: "powercut",
 	EvPartition: "partition", EvOneWay: "oneway", EvHeal: "heal", EvLossy: "lossy", EvCalm: "calm",
-	EvTrim: "trim", EvRead: "read",
+	EvTrim: "trim", EvRead: "read", EvReconfig: "reconfig",
 }
+
+// The changes an EvReconfig makes (its Arg).
+const (
+	ReconfigAdd = iota + 1
+	ReconfigPromote
+	ReconfigRemove
+)
 
 func (k Kind) String() string {
 	if k > 0 && k < kindEnd {
@@ -72,7 +86,7 @@ func (k Kind) followUp() bool { return k == EvRestart || k == EvHeal || k == EvC
 type Event struct {
 	At     int64
 	Kind   Kind
-	Member uint64   // EvPropose, EvCrash, EvRestart, EvTrim
+	Member uint64   // EvPropose, EvCrash, EvRestart, EvTrim, EvReconfig
 	Group  []uint64 // EvPowerCut, EvPartition, EvOneWay
 	Arg    int
 }
@@ -104,8 +118,12 @@ type Trace struct {
 	Seed      uint64
 	Voters    int
 	Observers int
-	Steps     int
-	Events    []Event
+	// Spares are members that start outside the ensemble (IDs after the
+	// voters and observers), for EvReconfig to add. A trace with spares
+	// has membership changes drawn among its faults.
+	Spares int
+	Steps  int
+	Events []Event
 }
 
 // Format writes the trace as text that ParseTrace reads back: a header
@@ -113,6 +131,9 @@ type Trace struct {
 func (t *Trace) Format(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, "seed=%d voters=%d observers=%d steps=%d\n", t.Seed, t.Voters, t.Observers, t.Steps)
+	if t.Spares > 0 {
+		fmt.Fprintf(bw, "spares=%d\n", t.Spares)
+	}
 	for _, e := range t.Events {
 		fmt.Fprintln(bw, e.String())
 	}
@@ -143,6 +164,14 @@ func ParseTrace(r io.Reader) (*Trace, error) {
 			if t.Voters <= 0 {
 				return nil, fmt.Errorf("trace line %d: no voters", line)
 			}
+			continue
+		}
+		if rest, ok := strings.CutPrefix(text, "spares="); ok && len(t.Events) == 0 && t.Spares == 0 {
+			n, err := strconv.Atoi(rest)
+			if err != nil || n < 0 {
+				return nil, fmt.Errorf("trace line %d: spares %q", line, rest)
+			}
+			t.Spares = n
 			continue
 		}
 		e, err := parseEvent(text)

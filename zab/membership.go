@@ -1,0 +1,154 @@
+package zab
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// Errors that refuse a membership change; nothing was proposed.
+var (
+	// ErrNotLeader refuses a change proposed on a member that does not
+	// lead: changes are decided by the leader alone.
+	ErrNotLeader = errors.New("zab: membership changes are proposed on the leader")
+	// ErrChangePending refuses a change while another has not committed.
+	ErrChangePending = errors.New("zab: a membership change is still pending")
+	// ErrStaleMembership refuses a change that names a version other than
+	// the active configuration's.
+	ErrStaleMembership = errors.New("zab: membership version is not the active one")
+	// ErrNotCaughtUp refuses promoting an observer that is not
+	// synchronized, or still too far behind the leader's log.
+	ErrNotCaughtUp = errors.New("zab: the observer to promote has not caught up")
+)
+
+// Membership is one configuration of the ensemble: who votes and who only
+// observes. A configuration changes through the log (see the "Membership
+// changes" section of docs/design.md): it takes effect when its entry
+// commits, and while that entry is pending every quorum is counted in both
+// the active configuration and the pending one.
+type Membership struct {
+	// Version is the zxid of the log entry that carries the configuration
+	// (ZooKeeper's config version); 0 for the one a member was started
+	// with.
+	Version uint64
+	// Index is the index of that entry; 0 for the starting configuration.
+	Index     uint64
+	Voters    []uint64 // sorted, at least one
+	Observers []uint64 // sorted, none of them a voter
+}
+
+// NewMembership returns the configuration of voters and observers, sorted,
+// or an error if it is not one (no voter, an ID twice or in both roles, ID
+// 0).
+func NewMembership(voters, observers []uint64) (Membership, error) {
+	m := Membership{Voters: slices.Clone(voters), Observers: slices.Clone(observers)}
+	slices.Sort(m.Voters)
+	slices.Sort(m.Observers)
+	if len(m.Voters) == 0 {
+		return Membership{}, fmt.Errorf("zab: membership without voters")
+	}
+	all := append(slices.Clone(m.Voters), m.Observers...)
+	slices.Sort(all)
+	for i, id := range all {
+		if id == 0 {
+			return Membership{}, fmt.Errorf("zab: membership names member 0")
+		}
+		if i > 0 && all[i-1] == id {
+			return Membership{}, fmt.Errorf("zab: membership names member %d twice", id)
+		}
+	}
+	return m, nil
+}
+
+// IsVoter reports whether id votes in m.
+func (m *Membership) IsVoter(id uint64) bool {
+	_, ok := slices.BinarySearch(m.Voters, id)
+	return ok
+}
+
+// IsMember reports whether id votes or observes in m.
+func (m *Membership) IsMember(id uint64) bool {
+	_, ok := slices.BinarySearch(m.Observers, id)
+	return ok || m.IsVoter(id)
+}
+
+// Quorum is the number of voters that make a majority of m.
+func (m *Membership) Quorum() int { return len(m.Voters)/2 + 1 }
+
+// hasQuorum reports whether a majority of m's voters satisfy has.
+func (m *Membership) hasQuorum(has func(id uint64) bool) bool {
+	n := 0
+	for _, id := range m.Voters {
+		if has(id) {
+			n++
+		}
+	}
+	return n >= m.Quorum()
+}
+
+// quorumValue returns the highest value that a majority of m's voters
+// have reached, given each voter's value (ok false: it has none), and
+// false if fewer than a majority have one.
+func (m *Membership) quorumValue(value func(id uint64) (uint64, bool)) (uint64, bool) {
+	vals := make([]uint64, 0, len(m.Voters))
+	for _, id := range m.Voters {
+		if v, ok := value(id); ok {
+			vals = append(vals, v)
+		}
+	}
+	q := m.Quorum()
+	if len(vals) < q {
+		return 0, false
+	}
+	slices.Sort(vals)
+	return vals[len(vals)-q], true
+}
+
+func (m *Membership) String() string {
+	return fmt.Sprintf("v%s voters=%v observers=%v", FormatZxid(m.Version), m.Voters, m.Observers)
+}
+
+// EncodeMembership returns the Data of an EntryMembership entry for m: the
+// voters, then the observers, each as a count and IDs (uvarints). Version
+// and Index are not in it: they are the entry's zxid and index.
+func EncodeMembership(m Membership) []byte {
+	var b []byte
+	for _, ids := range [][]uint64{m.Voters, m.Observers} {
+		b = binary.AppendUvarint(b, uint64(len(ids)))
+		for _, id := range ids {
+			b = binary.AppendUvarint(b, id)
+		}
+	}
+	return b
+}
+
+// membershipOf decodes the configuration an EntryMembership entry carries.
+func membershipOf(e Entry) (Membership, error) {
+	b := e.Data
+	var lists [2][]uint64
+	for i := range lists {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > uint64(len(b)) {
+			return Membership{}, fmt.Errorf("zab: membership entry %d: malformed", e.Index)
+		}
+		b = b[k:]
+		for range n {
+			id, k := binary.Uvarint(b)
+			if k <= 0 {
+				return Membership{}, fmt.Errorf("zab: membership entry %d: malformed", e.Index)
+			}
+			b = b[k:]
+			lists[i] = append(lists[i], id)
+		}
+	}
+	if len(b) != 0 {
+		return Membership{}, fmt.Errorf("zab: membership entry %d: %d bytes after the configuration", e.Index, len(b))
+	}
+	m, err := NewMembership(lists[0], lists[1])
+	if err != nil {
+		return Membership{}, fmt.Errorf("zab: membership entry %d: %w", e.Index, err)
+	}
+	m.Version, m.Index = e.Zxid, e.Index
+	return m, nil
+}

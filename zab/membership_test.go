@@ -1,0 +1,73 @@
+package zab
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestNewMembership(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		voters, observers []uint64
+		err               string
+	}{
+		{name: "three voters", voters: []uint64{3, 1, 2}},
+		{name: "voters and an observer", voters: []uint64{1, 2, 3}, observers: []uint64{4}},
+		{name: "no voters", observers: []uint64{4}, err: "without voters"},
+		{name: "voter twice", voters: []uint64{1, 1}, err: "member 1 twice"},
+		{name: "voter and observer", voters: []uint64{1, 2}, observers: []uint64{2}, err: "member 2 twice"},
+		{name: "member zero", voters: []uint64{0, 1}, err: "member 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := NewMembership(tc.voters, tc.observers)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want one containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 1; i < len(m.Voters); i++ {
+				if m.Voters[i-1] >= m.Voters[i] {
+					t.Fatalf("voters not sorted: %v", m.Voters)
+				}
+			}
+		})
+	}
+}
+
+// TestQuorumValue checks the commit rule while a change is pending: an
+// entry before the change commits with a quorum of the active
+// configuration; the change and what follows it need a quorum of both.
+func TestQuorumValue(t *testing.T) {
+	old, _ := NewMembership([]uint64{1, 2, 3}, nil)
+	next, _ := NewMembership([]uint64{1, 2, 3, 4, 5}, nil)
+	next.Index = 10
+	for _, tc := range []struct {
+		name  string
+		acked map[uint64]uint64
+		next  *Membership
+		want  uint64
+		ok    bool
+	}{
+		{name: "static", acked: map[uint64]uint64{1: 12, 2: 11, 3: 5}, want: 11, ok: true},
+		{name: "static without a quorum", acked: map[uint64]uint64{1: 12}, ok: false},
+		{name: "pending: the new voters lag, entries before the change commit",
+			acked: map[uint64]uint64{1: 12, 2: 12}, next: &next, want: 9, ok: true},
+		{name: "pending: a quorum of both holds 11",
+			acked: map[uint64]uint64{1: 12, 2: 11, 4: 11}, next: &next, want: 11, ok: true},
+		{name: "pending: the new quorum alone is not enough",
+			acked: map[uint64]uint64{1: 12, 4: 12, 5: 12}, next: &next, ok: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &Core{id: 1}
+			c.setMembership(old, tc.next)
+			got, ok := c.quorumValue(func(id uint64) (uint64, bool) { v, ok := tc.acked[id]; return v, ok })
+			if ok != tc.ok || (ok && got != tc.want) {
+				t.Fatalf("quorumValue = %d, %v; want %d, %v", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}

@@ -1,0 +1,146 @@
+package zab
+
+// The Core's side of membership changes (see "Membership changes" in
+// docs/design.md): a configuration entry is pending from the moment it is
+// in this member's log until this member knows it committed; then it is
+// the active configuration, and the member's role follows it.
+
+// notePending takes the configuration entry e, just put in this member's
+// log (or found in it on start), as the pending configuration.
+func (c *Core) notePending(e Entry) error {
+	m, err := membershipOf(e)
+	if err != nil {
+		return err
+	}
+	if m.Version <= c.conf.Version {
+		return nil // already active (a restart found it above the applied index)
+	}
+	c.setMembership(c.conf, &m)
+	c.log.Info("zab membership pending", "id", c.id, "membership", m.String())
+	return nil
+}
+
+// dropPendingAbove forgets the pending configuration if its entry was cut
+// from the log (everything above index): the active one stands alone again.
+func (c *Core) dropPendingAbove(index uint64) {
+	if c.next != nil && c.next.Index > index {
+		c.log.Info("zab pending membership cut from the log", "id", c.id, "membership", c.next.String())
+		c.setMembership(c.conf, nil)
+	}
+}
+
+// adoptCommitted takes m, a configuration another member says is
+// committed (its entry may not be in this member's log yet), as the
+// active one, and has the driver persist it.
+func (c *Core) adoptCommitted(m *Membership) {
+	if m == nil || m.Version <= c.conf.Version {
+		return
+	}
+	next := c.next
+	if next != nil && next.Version <= m.Version {
+		next = nil
+	}
+	c.setMembership(cloneMembership(*m), next)
+	c.rd.Membership = new(cloneMembership(*m))
+	c.savedConf = m.Version
+	c.log.Info("zab membership adopted from the leader", "id", c.id, "membership", m.String())
+}
+
+// notifiedMembership is the active configuration a notification carries,
+// once it is not the starting one.
+func (c *Core) notifiedMembership() *Membership {
+	if c.conf.Version == 0 {
+		return nil
+	}
+	return c.syncMembership()
+}
+
+// learnMembership takes a committed configuration another member names
+// in a notification, if it is later than this member's active one (as
+// ZooKeeper's election does with the configuration in its
+// notifications): a member that missed the commit of its own promotion
+// would otherwise never vote, and the voters that need its vote never
+// elect anyone. A configuration is active only once committed, so
+// whoever names it, it is committed; its entry reaches this member's log
+// with the next synchronization. A looking member starts its election
+// again, counting in the configurations it now has.
+func (c *Core) learnMembership(m *Membership) {
+	if m == nil || m.Version <= c.conf.Version {
+		return
+	}
+	old := c.conf
+	c.adoptCommitted(m)
+	if c.ls == nil && c.fs == nil && c.role != RoleRemoved {
+		c.el.start(c)
+		return
+	}
+	c.followMembership(old)
+}
+
+// syncMembership is the active configuration a SYNC carries.
+func (c *Core) syncMembership() *Membership { return new(cloneMembership(c.conf)) }
+
+func cloneMembership(m Membership) Membership {
+	m.Voters = append([]uint64(nil), m.Voters...)
+	m.Observers = append([]uint64(nil), m.Observers...)
+	return m
+}
+
+// activateCommitted makes the pending configuration the active one once
+// this member knows its entry committed.
+func (c *Core) activateCommitted() {
+	if c.next == nil || c.commit < c.next.Index {
+		return
+	}
+	old := c.conf
+	c.setMembership(*c.next, nil)
+	c.log.Info("zab membership active", "id", c.id, "membership", c.conf.String())
+	c.followMembership(old)
+}
+
+// followMembership adjusts this member's role to the active configuration
+// that replaced old: a leader that no longer votes steps down (after this
+// Ready's COMMIT), a leader stops serving removed members, a follower
+// promoted or demoted says so.
+func (c *Core) followMembership(old Membership) {
+	switch {
+	case !c.conf.IsMember(c.id):
+		// checkRemoved ends its part.
+	case c.ls != nil && !c.conf.IsVoter(c.id):
+		c.becomeLooking("the active configuration no longer counts this leader's vote")
+	case c.ls != nil:
+		for _, id := range c.sortedPeers() {
+			if !c.conf.IsMember(id) {
+				delete(c.ls.peers, id)
+			}
+		}
+	case c.fs != nil && c.fs.phase == fBroadcast && old.IsVoter(c.id) != c.conf.IsVoter(c.id):
+		role := RoleObserver
+		if c.conf.IsVoter(c.id) {
+			role = RoleFollower
+		}
+		c.setRole(role, c.leader)
+	}
+}
+
+// checkRemoved ends this member's part in the ensemble once no
+// configuration in play names it (a committed change removed it). Until
+// then, a member that a pending change adds or removes goes on as it was.
+func (c *Core) checkRemoved() {
+	if c.role == RoleRemoved || c.isMember(c.id) {
+		return
+	}
+	c.log.Info("zab removed from the ensemble", "id", c.id, "membership", c.conf.String())
+	c.leaveRole()
+	c.setRole(RoleRemoved, 0)
+}
+
+// Membership returns the active configuration and the pending one (nil if
+// none), as this member knows them.
+func (c *Core) Membership() (active Membership, pending *Membership) {
+	active = cloneMembership(c.conf)
+	if c.next != nil {
+		pending = new(cloneMembership(*c.next))
+	}
+	return active, pending
+}
