@@ -218,6 +218,12 @@ func (c *Core) leaderHandle(from uint64, msg *Message, now int64) {
 			c.send(from, Message{Type: MsgRequestFail, ReqID: msg.ReqID, Err: err.Error()})
 			return
 		}
+		if c.transferRefusal() != nil {
+			// Nothing proposed: the origin may propose again to the next
+			// leader.
+			c.send(from, Message{Type: MsgRequestFail, ReqID: msg.ReqID, Err: ErrNoLeader.Error()})
+			return
+		}
 		if !ls.remember(msg.Origin, msg.ReqID) {
 			return // a duplicate of a request already proposed
 		}
