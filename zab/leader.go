@@ -218,14 +218,16 @@ func (c *Core) leaderHandle(from uint64, msg *Message, now int64) {
 			c.send(from, Message{Type: MsgRequestFail, ReqID: msg.ReqID, Err: err.Error()})
 			return
 		}
+		if !ls.remember(msg.Origin, msg.ReqID) {
+			return // a duplicate of a request already proposed (or refused)
+		}
 		if c.transferRefusal() != nil {
 			// Nothing proposed: the origin may propose again to the next
-			// leader.
+			// leader. Only after the duplicate check: a late copy of a
+			// request proposed before the transfer began must not be
+			// answered "nothing proposed".
 			c.send(from, Message{Type: MsgRequestFail, ReqID: msg.ReqID, Err: ErrNoLeader.Error()})
 			return
-		}
-		if !ls.remember(msg.Origin, msg.ReqID) {
-			return // a duplicate of a request already proposed
 		}
 		if !c.leaderAppend(msg.Origin, msg.ReqID, EntryData, msg.Data, now) {
 			c.send(from, Message{Type: MsgRequestFail, ReqID: msg.ReqID, Err: ErrNoLeader.Error()})

@@ -72,12 +72,12 @@ func (c *Core) TransferLeadership(reqID, target uint64) {
 	switch {
 	case c.ls == nil || c.ls.phase != lBroadcast:
 		c.transferDone(reqID, ErrNotLeader)
-	case c.xfer != nil:
-		c.transferDone(reqID, fmt.Errorf("%w (to member %d)", ErrTransferPending, c.xfer.target))
 	case !c.conf.IsVoter(target) || (c.next != nil && !c.next.IsVoter(target)):
 		c.transferDone(reqID, fmt.Errorf("%w: member %d", ErrBadTransferee, target))
 	case target == c.id:
 		c.transferDone(reqID, nil)
+	case c.xfer != nil:
+		c.transferDone(reqID, fmt.Errorf("%w (to member %d)", ErrTransferPending, c.xfer.target))
 	default:
 		c.xfer = &transferState{reqID: reqID, target: target, epoch: c.ls.epoch, deadline: c.now + c.etTicks}
 		c.log.Info("zab leader transfer started", "id", c.id, "target", target, "epoch", c.ls.epoch)
