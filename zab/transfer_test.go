@@ -116,3 +116,20 @@ func TestTransferLeadership(t *testing.T) {
 	}
 	t.Logf("%d writes acknowledged during the transfers; %d entries applied", len(acked), len(hist))
 }
+
+// TestTransferLeadershipSingle: a single member is the one voter of its
+// ensemble; a transfer to itself succeeds, to anyone else is refused.
+func TestTransferLeadershipSingle(t *testing.T) {
+	m, err := Open(Config{Dir: t.TempDir()}, indexSM{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx := context.Background()
+	if err := m.TransferLeadership(ctx, 1); err != nil {
+		t.Fatalf("transfer to itself: %v", err)
+	}
+	if err := m.TransferLeadership(ctx, 2); !errors.Is(err, ErrBadTransferee) {
+		t.Fatalf("transfer to a stranger: %v, want ErrBadTransferee", err)
+	}
+}
