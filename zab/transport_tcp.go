@@ -92,9 +92,9 @@ type TCPTransport struct {
 	stopCh chan struct{}
 	// peers are the members messages go to (see SetPeers); known are the
 	// IDs ever among them, whose inbound connections are accepted.
-	pmu   sync.RWMutex
-	peers map[uint64]*tcpPeer
-	known map[uint64]bool
+	pmu    sync.RWMutex
+	peers  map[uint64]*tcpPeer
+	known  map[uint64]bool
 	wg     sync.WaitGroup // every goroutine but the ones reading inbound connections
 	rwg    sync.WaitGroup // inbound readers
 	mu     sync.Mutex
