@@ -44,5 +44,22 @@ func TestTCPTransportFollowsPeers(t *testing.T) {
 	if !left {
 		t.Fatal("the removed peer still has a sender")
 	}
-	a.Send(3, Message{Type: MsgCommit, Commit: 99}) // dropped: no sender
+
+	// The member removed still reaches a, and a answers it (a member that
+	// missed the COMMIT removing it learns of it from such answers),
+	// through a sender that stops again once it has sent them.
+	c.Send(1, Message{Type: MsgNotification, Round: 7})
+	if env := recvT(t, a); env.From != 3 || env.Msg.Round != 7 {
+		t.Fatalf("from the removed peer: %+v", env)
+	}
+	a.Send(3, Message{Type: MsgNotification, Round: 8})
+	if env := recvT(t, c); env.From != 1 || env.Msg.Round != 8 {
+		t.Fatalf("answer to the removed peer: %+v", env)
+	}
+	a.pmu.RLock()
+	left = a.peers[3] == nil
+	a.pmu.RUnlock()
+	if !left {
+		t.Fatal("answering the removed peer made it a peer again")
+	}
 }
