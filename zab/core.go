@@ -37,7 +37,10 @@ type Core struct {
 	// is pending every quorum is counted in both (see quorum).
 	conf  Membership
 	next  *Membership
-	voter bool // votes in conf or next
+	voter bool // votes in conf or next, and is not joining
+	// joining is set until a member started with CoreConfig.Join has
+	// installed its first synchronization.
+	joining bool
 	// savedConf is the version of the configuration last persisted (or
 	// recovered): a configuration entry applied again after a restart
 	// (the state machine had lost its apply) is not persisted over a
@@ -67,6 +70,8 @@ type Core struct {
 	fs         *followerState
 	rpcs       map[uint64]*localRPC // follower side ReadIndex and Call, by nonce
 	nonceSeq   uint64
+	xfer       *transferState // a leader transfer this member asked for, until answered
+	prefer     preference     // a transfer target to prefer in the next election
 
 	rd        Ready // output accumulated since the last Ready call
 	urgent    bool  // rd holds a drain, a synchronization or epochs
@@ -79,6 +84,9 @@ type CoreConfig struct {
 	ID        uint64   // this member
 	Voters    []uint64 // every voting member, this one included if it votes
 	Observers []uint64 // every observer, this one included if it observes
+	// Addrs are the members' peer addresses in the starting
+	// configuration (Voters and Observers); a change names them all.
+	Addrs map[uint64]string
 	// ElectionTicks is the election timeout in ticks (at least 2): how
 	// long a follower waits without hearing its leader, a leader without
 	// hearing a quorum, and the base of every election and
@@ -113,6 +121,12 @@ type CoreConfig struct {
 	// starts from Voters and Observers (version 0). A configuration entry
 	// in Unapplied above it is pending until a leader says it committed.
 	Membership *Membership
+	// Join, for a member that never persisted a configuration, makes it
+	// join a running ensemble: Voters and Observers only say where to
+	// find it, and the member has no vote until its first
+	// synchronization gives it the leader's configuration, which it then
+	// persists. Ignored when Membership is set.
+	Join bool
 }
 
 // LogReader reads a member's durable log for its Core. The Core asks only
@@ -284,7 +298,7 @@ type CoreStatus struct {
 //     never before steps 1-4 are done.
 //  7. The rest, in any order: Refused and FailProposals (after Committed,
 //     so a proposal whose entry was handed over is not failed), Answers,
-//     Calls, SnapshotRequests, RoleChanges, RoundTrips, Status.
+//     Transfers, Calls, SnapshotRequests, RoleChanges, RoundTrips, Status.
 //
 // Fatal, when set, is an error the protocol cannot go on past: the driver
 // stops the member (after nothing else of this Ready).
@@ -303,6 +317,7 @@ type Ready struct {
 	// the role they were made under ended.
 	FailProposals    error
 	Answers          []Answer
+	Transfers        []TransferDone
 	Calls            []LeaderCall
 	SnapshotRequests []SnapshotRequest
 	RoleChanges      []RoleChange
@@ -363,13 +378,22 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 	}
 	var conf Membership
 	if cfg.Membership != nil {
-		conf = *cfg.Membership
+		conf = cloneMembership(*cfg.Membership)
 	} else {
 		var err error
 		if conf, err = NewMembership(cfg.Voters, cfg.Observers); err != nil {
 			return nil, fmt.Errorf("zab: core: %w", err)
 		}
+		for _, id := range conf.members() {
+			if a := cfg.Addrs[id]; a != "" {
+				if conf.Addrs == nil {
+					conf.Addrs = make(map[uint64]string)
+				}
+				conf.Addrs[id] = a
+			}
+		}
 	}
+	c.joining = cfg.Join && cfg.Membership == nil
 	c.setMembership(conf, nil)
 	c.savedConf = conf.Version
 	for _, e := range cfg.Unapplied {
@@ -398,6 +422,7 @@ func (c *Core) Step(from uint64, msg Message, now int64) {
 	}
 	if c.ls != nil {
 		c.leaderHandle(from, &msg, now)
+		c.checkTransfer()
 		return
 	}
 	if c.fs != nil && from == c.leader {
@@ -424,6 +449,7 @@ func (c *Core) Tick() {
 	if c.role == RoleRemoved {
 		return
 	}
+	c.transferTick()
 	for _, n := range slices.Sorted(maps.Keys(c.rpcs)) {
 		if w := c.rpcs[n]; c.now > w.expires {
 			c.answer(Answer{ID: w.id, Err: ErrNoLeader})
@@ -433,6 +459,7 @@ func (c *Core) Tick() {
 	switch {
 	case c.ls != nil:
 		c.leaderTick()
+		c.checkTransfer()
 		if c.ls != nil { // the tick may have ended the leadership
 			c.peersTick = true
 		}
@@ -451,7 +478,10 @@ func (c *Core) Propose(p Proposal) {
 		c.refuse(p.ReqID, ErrLeaderChanged)
 		return
 	}
+	refusal := c.transferRefusal()
 	switch {
+	case leading && refusal != nil:
+		c.refuse(p.ReqID, refusal)
 	case leading:
 		if !c.leaderAppend(c.id, p.ReqID, EntryData, p.Data, p.Time) {
 			c.refuse(p.ReqID, ErrNoLeader)
@@ -470,6 +500,12 @@ func (c *Core) Propose(p Proposal) {
 type MembershipChange struct {
 	ReqID             uint64 // as Proposal.ReqID
 	Voters, Observers []uint64
+	// Addrs is every member's peer address: each voter and observer
+	// needs one.
+	Addrs map[uint64]string
+	// Meta is per-member data zab carries for the server (see
+	// Membership.Meta).
+	Meta map[uint64][]byte
 	// Version is the version of the configuration the change replaces; a
 	// change made against another one is refused (ErrStaleMembership).
 	Version uint64
@@ -490,7 +526,7 @@ func (c *Core) ProposeMembership(ch MembershipChange) {
 		c.refuse(ch.ReqID, err)
 		return
 	}
-	m, _ := NewMembership(ch.Voters, ch.Observers)
+	m := c.changed(ch)
 	if !c.leaderAppend(c.id, ch.ReqID, EntryMembership, EncodeMembership(m), ch.Time) {
 		c.refuse(ch.ReqID, ErrNoLeader)
 	}
@@ -499,6 +535,9 @@ func (c *Core) ProposeMembership(ch MembershipChange) {
 func (c *Core) checkChange(ch MembershipChange) error {
 	if c.ls == nil || c.ls.phase != lBroadcast {
 		return ErrNotLeader
+	}
+	if err := c.transferRefusal(); err != nil {
+		return err
 	}
 	if c.next != nil {
 		return fmt.Errorf("%w (version %s)", ErrChangePending, FormatZxid(c.next.Version))
@@ -509,6 +548,11 @@ func (c *Core) checkChange(ch MembershipChange) error {
 	m, err := NewMembership(ch.Voters, ch.Observers)
 	if err != nil {
 		return err
+	}
+	for _, id := range m.members() {
+		if ch.Addrs[id] == "" {
+			return fmt.Errorf("zab: member %d has no peer address", id)
+		}
 	}
 	for _, id := range m.Voters {
 		if id == c.id || c.conf.IsVoter(id) || !c.conf.IsMember(id) {
@@ -540,6 +584,24 @@ func (c *Core) checkChange(ch MembershipChange) error {
 		}
 	}
 	return nil
+}
+
+// changed returns the configuration a checked change proposes: only its
+// members' addresses and metadata, and a LastID that never goes back.
+func (c *Core) changed(ch MembershipChange) Membership {
+	m, _ := NewMembership(ch.Voters, ch.Observers)
+	m.LastID = max(m.LastID, c.conf.LastID)
+	m.Addrs = make(map[uint64]string)
+	for _, id := range m.members() {
+		m.Addrs[id] = ch.Addrs[id]
+		if v := ch.Meta[id]; len(v) > 0 {
+			if m.Meta == nil {
+				m.Meta = make(map[uint64][]byte)
+			}
+			m.Meta[id] = slices.Clone(v)
+		}
+	}
+	return m
 }
 
 // ReadIndex asks for a read index for local request id; Ready.Answers
@@ -709,6 +771,7 @@ func (c *Core) setRole(role Role, leader uint64) {
 		rc.LeaderID = 0
 	}
 	c.rd.RoleChanges = append(c.rd.RoleChanges, rc)
+	c.noteTransferRole(role, rc.LeaderID)
 	c.log.Info("zab role", "id", c.id, "role", role, "leader", rc.LeaderID, "epoch", c.ep.Current)
 }
 
@@ -795,7 +858,7 @@ func (c *Core) newNonce() uint64 {
 // pending one (nil if none).
 func (c *Core) setMembership(conf Membership, next *Membership) {
 	c.conf, c.next = conf, next
-	c.voter = c.isVoter(c.id)
+	c.voter = !c.joining && c.isVoter(c.id)
 }
 
 // quorum reports whether has holds for a majority of the voters of every

@@ -214,8 +214,18 @@ func (env *scriptEnv) run(cmd string) string {
 	case "reconfig":
 		n := env.nodes[env.num(args, "id", 0)]
 		env.now++
-		n.core.ProposeMembership(MembershipChange{ReqID: env.num(args, "req", 0), Voters: env.idList(args["voters"]),
-			Observers: env.idList(args["observers"]), Version: env.num(args, "version", 0), Time: env.now})
+		ch := MembershipChange{ReqID: env.num(args, "req", 0), Voters: env.idList(args["voters"]),
+			Observers: env.idList(args["observers"]), Version: env.num(args, "version", 0), Time: env.now,
+			Addrs: map[uint64]string{}}
+		for _, id := range append(slices.Clone(ch.Voters), ch.Observers...) {
+			if _, none := args["noaddr"]; !none {
+				ch.Addrs[id] = fmt.Sprintf("m%d:2888", id)
+			}
+		}
+		n.core.ProposeMembership(ch)
+	case "transfer":
+		n := env.nodes[env.num(args, "id", 0)]
+		n.core.TransferLeadership(env.num(args, "req", 0), env.num(args, "target", 0))
 	case "members":
 		for _, id := range env.ids(args) {
 			n := env.nodes[id]
@@ -293,7 +303,7 @@ func (env *scriptEnv) ids(args map[string]string) []uint64 {
 }
 
 // add starts a member: add id=1 voters=1,2,3 [observers=4]
-// [log=E:A-B,...] [epochs=A/C] [applied=N] [base=N:E:C]. A log run E:A-B
+// [log=E:A-B,...] [epochs=A/C] [applied=N] [base=N:E:C] [join=1]. A log run E:A-B
 // holds indexes A through B in epoch E, counters continuing the run
 // before it in that epoch (or from 1).
 // A last argument v1 plays a member of the previous version (see
@@ -347,7 +357,7 @@ func (env *scriptEnv) add(args map[string]string, out *strings.Builder) {
 		ElectionTicks: 4, MaxDiffEntries: int(env.num(args, "maxdiff", 100)), CanSnapshot: true,
 		Seed: [2]uint64{id, 1}, Log: n.disk,
 		Epochs: n.epochs, LastIndex: n.disk.last(), LastZxid: lastZxid, LastTime: lastTime,
-		Applied: n.applied, Unapplied: unapplied,
+		Applied: n.applied, Unapplied: unapplied, Join: args["join"] != "",
 	})
 	if err != nil {
 		env.t.Fatal(err)
@@ -436,6 +446,9 @@ func (env *scriptEnv) ready(n *scriptNode, out *strings.Builder) {
 	}
 	for _, a := range rd.Answers {
 		p("answer %d index=%d err=%v", a.ID, a.Index, a.Err)
+	}
+	for _, x := range rd.Transfers {
+		p("transfer req %d: %v", x.ReqID, x.Err)
 	}
 	for _, s := range rd.SnapshotRequests {
 		p("snapshot for %d", s.Peer)
@@ -625,6 +638,8 @@ func formatMsg(m *Message) string {
 	}
 	if m.Type == MsgNotification {
 		fmt.Fprintf(&b, " state=%s", [...]string{"?", "looking", "following", "leading", "observing"}[m.State])
+	}
+	if m.Type == MsgNotification || m.Type == MsgTransfer {
 		add("leader", m.Leader)
 	}
 	add("epoch", uint64(m.Epoch))

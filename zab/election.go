@@ -1,5 +1,7 @@
 package zab
 
+import "slices"
+
 // Fast leader election, after ZooKeeper's FastLeaderElection. A looking
 // member votes for the best (currentEpoch, lastZxid, id) it has heard of in
 // the highest round it knows, tells every voter whenever its vote changes,
@@ -46,7 +48,7 @@ func (c *Core) selfVote() vote {
 
 func (e *election) start(c *Core) {
 	e.round++
-	e.vote = c.selfVote()
+	e.vote = c.startVote()
 	e.recv = map[uint64]vote{}
 	if c.voter {
 		e.recv[c.id] = e.vote
@@ -71,7 +73,16 @@ func (e *election) notification(c *Core) Message {
 
 func (e *election) notifyAll(c *Core) {
 	msg := e.notification(c)
-	for _, id := range c.voterIDs() {
+	ids := c.voterIDs()
+	// The member voted for hears the vote even if no configuration this
+	// member knows lets it vote: a pending one in its log may (a promoted
+	// observer that holds the change while this member does not), and
+	// without these votes it never counts a quorum of the configurations
+	// it knows, while the voters that chose it wait for it to lead.
+	if l := e.vote.leader; l != c.id && !slices.Contains(ids, l) {
+		ids = append(ids, l)
+	}
+	for _, id := range ids {
 		if id != c.id {
 			c.send(id, msg)
 		}
@@ -96,6 +107,7 @@ func (e *election) tick(c *Core) {
 }
 
 func (e *election) decide(c *Core) {
+	c.endPreference()
 	if e.vote.leader == c.id {
 		c.becomeLeader()
 	} else {
@@ -153,8 +165,8 @@ func (c *Core) handleNotification(from uint64, msg *Message) {
 		case msg.Round > e.round:
 			e.round = msg.Round
 			e.recv = map[uint64]vote{}
-			e.vote = c.selfVote()
-			if v.better(e.vote) {
+			e.vote = c.startVote()
+			if c.better(v, e.vote) {
 				e.vote = v
 			}
 			e.recv[c.id] = e.vote
@@ -163,7 +175,7 @@ func (c *Core) handleNotification(from uint64, msg *Message) {
 		case msg.Round < e.round:
 			c.send(from, e.notification(c))
 			return
-		case v.better(e.vote):
+		case c.better(v, e.vote):
 			e.vote = v
 			e.recv[c.id] = e.vote
 			e.quorumAt = 0
@@ -196,12 +208,13 @@ func (e *election) checkEstablished(c *Core, leader uint64, epoch uint32) {
 	}
 	agrees := func(id uint64) bool {
 		if id == c.id {
-			return true // counted only where it votes
+			return c.voter // a joining member listed as a voter has no vote yet
 		}
 		m, ok := e.ooe[id]
 		return ok && m.Leader == leader && m.Epoch == epoch
 	}
 	if c.quorum(agrees) {
+		c.endPreference()
 		c.becomeFollower(leader)
 	}
 }

@@ -145,6 +145,8 @@ func (c *Core) followerHandle(msg *Message) {
 		if msg.Seq == fs.seq {
 			c.send(c.leader, Message{Type: MsgHeartbeatAck, Epoch: fs.epoch, Seq: fs.seq, Nonce: msg.Nonce, Index: c.durable})
 		}
+	case MsgTransfer:
+		c.handleTransfer(msg)
 	case MsgRequestFail:
 		c.refuse(msg.ReqID, remoteError(msg.Err))
 	case MsgReadIndexResp, MsgCallResp:
@@ -209,6 +211,11 @@ func (c *Core) applySync(msg *Message) error {
 	last, lastZxid, lastTime := base, baseZxid, c.lastTime
 	for _, e := range msg.Entries {
 		if e.Index <= last {
+			if e.Index == base && e.Zxid == baseZxid {
+				// The entry at the base (see syncEntries): its Time is a
+				// floor for the next entry's.
+				lastTime = max(lastTime, e.Time)
+			}
 			continue
 		}
 		if e.Index != last+1 || e.Zxid <= lastZxid {
@@ -249,6 +256,7 @@ func (c *Core) applySync(msg *Message) error {
 	}
 	c.tail = append(c.tail, in.Entries...)
 	c.lastIndex, c.lastZxid, c.lastTime = last, lastZxid, lastTime
+	c.joined()
 	c.written, c.durable = last, last
 	c.rd.Sync = in
 	c.urgent = true

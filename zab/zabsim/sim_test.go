@@ -285,6 +285,18 @@ func TestTraces(t *testing.T) {
 		// follower's new currentEpoch then outranked committed entries, and
 		// it later led and truncated them.
 		{"earlysync.trace", Options{}, ""},
+		// A member synchronized by SNAP (its log holding no entry) did not
+		// know the last entry's Time; made leader by a transfer, it
+		// stamped its entries with its own, slower clock.
+		{"snaptime.trace", Options{}, ""},
+		// During a leader transfer, a late copy of a REQUEST proposed
+		// before it was answered "nothing proposed".
+		{"transferdup.trace", Options{}, ""},
+		// An observer promoted by a pending change held the change and the
+		// best history; two voters that did not hold it voted for it but
+		// never told it (it was no voter of theirs), so it never counted a
+		// quorum of the old configuration, and they waited for it to lead.
+		{"pendingvote.trace", Options{}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
