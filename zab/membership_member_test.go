@@ -108,7 +108,8 @@ func (c *cluster) change(what string, edit func(voters, observers []uint64) ([]u
 			got = m
 			return true
 		case retryable(err), errors.Is(err, ErrNotLeader), errors.Is(err, ErrNotCaughtUp),
-			errors.Is(err, ErrChangePending), errors.Is(err, ErrStaleMembership):
+			errors.Is(err, ErrChangePending), errors.Is(err, ErrStaleMembership),
+			errors.Is(err, ErrPeersTooOld): // a follower has not rejoined the leader yet
 			return false
 		}
 		c.t.Fatalf("%s: %v", what, err)
