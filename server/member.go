@@ -648,14 +648,24 @@ func (m *Member) Status() core.Status {
 		CompactRev:   st.CompactRev,
 		DBSize:       st.DBSize,
 		QuotaBytes:   m.quota,
-		Members:      m.members(leader),
+		Members:      m.statusMembers(leader),
 		Err:          m.zab.Err(),
 		Alarms:       alarmNames(m.Alarms()),
 		Corrupt:      m.Corrupt(),
 	}
 }
 
-// members lists the ensemble, voters then observers, by ID.
+// statusMembers lists the active configuration for Status: the starting
+// one as members() always showed it, a later one as Cluster does.
+func (m *Member) statusMembers(leader uint64) []core.ClusterMember {
+	if active, _ := m.zabMembership().Membership(); active.Version != 0 {
+		return m.cluster(leader).Members
+	}
+	return m.members(leader)
+}
+
+// members lists the starting configuration from the flags, voters then
+// observers, by ID.
 func (m *Member) members(leader uint64) []core.ClusterMember {
 	if len(m.cfg.Peers) == 0 && len(m.cfg.Observers) == 0 {
 		return []core.ClusterMember{{ID: m.cfg.ID, Name: m.cfg.Name, PeerURL: m.cfg.PeerURL, EtcdURL: m.cfg.EtcdURL, ZKAddr: m.cfg.ZKAddr, IsLeader: true}}
