@@ -357,6 +357,12 @@ func (s *stateMachine) ApplyWhen(entries []zab.Entry, durable func() error) ([]a
 	m := s.m
 	ces := make([]core.Entry, len(entries))
 	for i, e := range entries {
+		if e.Kind == zab.EntryMembership {
+			// zab's own configuration entry: nothing for the tree (an
+			// empty op changes nothing), but its index is applied.
+			ces[i] = core.Entry{Index: e.Index, Time: e.Time}
+			continue
+		}
 		var err error
 		ces[i], err = core.LogEntry(e.Index, e.Time, e.Data)
 		if err != nil {
@@ -417,6 +423,11 @@ func (s *stateMachine) ApplyWhen(entries []zab.Entry, durable func() error) ([]a
 		m.cfg.Observer.Applied(len(seg), time.Since(start)-waited)
 		for _, r := range results {
 			out = append(out, r)
+		}
+	}
+	for i, e := range entries {
+		if e.Kind == zab.EntryMembership {
+			out[i] = nil
 		}
 	}
 	return out, nil

@@ -37,7 +37,10 @@ type Core struct {
 	// is pending every quorum is counted in both (see quorum).
 	conf  Membership
 	next  *Membership
-	voter bool // votes in conf or next
+	voter bool // votes in conf or next, and is not joining
+	// joining is set until a member started with CoreConfig.Join has
+	// installed its first synchronization.
+	joining bool
 	// savedConf is the version of the configuration last persisted (or
 	// recovered): a configuration entry applied again after a restart
 	// (the state machine had lost its apply) is not persisted over a
@@ -116,6 +119,12 @@ type CoreConfig struct {
 	// starts from Voters and Observers (version 0). A configuration entry
 	// in Unapplied above it is pending until a leader says it committed.
 	Membership *Membership
+	// Join, for a member that never persisted a configuration, makes it
+	// join a running ensemble: Voters and Observers only say where to
+	// find it, and the member has no vote until its first
+	// synchronization gives it the leader's configuration, which it then
+	// persists. Ignored when Membership is set.
+	Join bool
 }
 
 // LogReader reads a member's durable log for its Core. The Core asks only
@@ -366,7 +375,7 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 	}
 	var conf Membership
 	if cfg.Membership != nil {
-		conf = *cfg.Membership
+		conf = cloneMembership(*cfg.Membership)
 	} else {
 		var err error
 		if conf, err = NewMembership(cfg.Voters, cfg.Observers); err != nil {
@@ -381,6 +390,7 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 			}
 		}
 	}
+	c.joining = cfg.Join && cfg.Membership == nil
 	c.setMembership(conf, nil)
 	c.savedConf = conf.Version
 	for _, e := range cfg.Unapplied {
@@ -813,7 +823,7 @@ func (c *Core) newNonce() uint64 {
 // pending one (nil if none).
 func (c *Core) setMembership(conf Membership, next *Membership) {
 	c.conf, c.next = conf, next
-	c.voter = c.isVoter(c.id)
+	c.voter = !c.joining && c.isVoter(c.id)
 }
 
 // quorum reports whether has holds for a majority of the voters of every
