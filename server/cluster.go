@@ -193,6 +193,14 @@ func (m *Member) ChangeCluster(ctx context.Context, version uint64, members []co
 	}
 	payload := appendMembers(binary.AppendUvarint([]byte{callChangeCluster}, version), members)
 	out, err := m.zab.CallLeader(ctx, payload)
+	if errors.Is(err, zab.ErrLeaderChanged) || errors.Is(err, zab.ErrNoLeader) {
+		// A change that removes this member, or its leader, ends the
+		// role the answer would come back to: the configuration this
+		// member took up says whether it committed.
+		if active, _ := m.zab.Membership(); active.Version > version && sameMembers(active, members) {
+			return m.clusterOf(active, m.Status().LeaderID), nil
+		}
+	}
 	if err != nil {
 		return core.Cluster{}, clusterErr("membership change through the leader", err)
 	}
@@ -215,6 +223,22 @@ func (m *Member) ChangeCluster(ctx context.Context, version uint64, members []co
 		next.Members[i].IsLeader = next.Members[i].ID == leader
 	}
 	return next, nil
+}
+
+// sameMembers reports whether active has exactly members' voters and
+// observers.
+func sameMembers(active zab.Membership, members []core.ClusterMember) bool {
+	var voters, observers []uint64
+	for _, cm := range members {
+		if cm.IsObserver {
+			observers = append(observers, cm.ID)
+		} else {
+			voters = append(voters, cm.ID)
+		}
+	}
+	slices.Sort(voters)
+	slices.Sort(observers)
+	return slices.Equal(voters, active.Voters) && slices.Equal(observers, active.Observers)
 }
 
 // changeAsLeader proposes the change on this member, the leader, and
