@@ -248,16 +248,23 @@ func (m *Member) changeAsLeader(ctx context.Context, version uint64, members []c
 	if err != nil {
 		return zab.Membership{}, fmt.Errorf("change cluster: %w: %w", &core.Error{Code: core.CodeBadArguments}, err)
 	}
-	if err := m.connectedQuorum(ch.Voters); err != nil {
-		// The leader's view of its peers is refreshed every heartbeat:
-		// one just elected may not have it yet.
+	// The leader's view of its peers is refreshed every heartbeat: one
+	// just elected may not have it yet, and a peer may have missed a
+	// heartbeat or two. One that stays unheard for an election timeout
+	// would cost the leader its leadership anyway.
+	deadline := time.Now().Add(m.electionTimeout())
+	for {
+		err := m.connectedQuorum(ch.Voters)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return zab.Membership{}, fmt.Errorf("change cluster: %w", err)
+		}
 		select {
 		case <-ctx.Done():
 			return zab.Membership{}, clusterErr("change cluster", ctx.Err())
-		case <-time.After(2 * m.heartbeat()):
-		}
-		if err := m.connectedQuorum(ch.Voters); err != nil {
-			return zab.Membership{}, fmt.Errorf("change cluster: %w", err)
+		case <-time.After(m.heartbeat()):
 		}
 	}
 	active, err := m.zab.ChangeMembership(ctx, ch)
@@ -381,6 +388,14 @@ func (m *Member) heartbeat() time.Duration {
 		return m.cfg.HeartbeatInterval
 	}
 	return 100 * time.Millisecond
+}
+
+// electionTimeout is zab's election timeout as this member runs it.
+func (m *Member) electionTimeout() time.Duration {
+	if m.cfg.ElectionTimeout > 0 {
+		return m.cfg.ElectionTimeout
+	}
+	return time.Second
 }
 
 // moveAsLeader transfers this member's leadership to target.
