@@ -164,3 +164,47 @@ func waitUnheard(t *testing.T, leader *Member, id uint64) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestAMemberPublishesItsName: a configuration that lists a running
+// member without a name (as etcd's MemberAdd leaves one until it starts)
+// gets the member's own name and client addresses from the member itself.
+func TestAMemberPublishesItsName(t *testing.T) {
+	e := startMemEnsemble(t, 3, 1)
+	ctx := context.Background()
+	e.leader(1, 2, 3, 4)
+	via := e.members[1]
+	cur, err := via.Cluster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nameless := slices.Clone(cur.Members)
+	for i := range nameless {
+		if nameless[i].ID == 4 {
+			nameless[i].Name, nameless[i].EtcdURL = "", ""
+		}
+	}
+	next, err := via.ChangeCluster(ctx, cur.Version, nameless)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := next.Member(4); m.Name != "" {
+		t.Fatalf("member 4 named %q right after the change", m.Name)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := via.Cluster(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m, _ := c.Member(4); m.Name == e.members[4].cfg.Name {
+			if c.Version <= next.Version {
+				t.Fatalf("member 4 named in version %x, not after %x", c.Version, next.Version)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("member 4 never published its name: %+v", c.Members)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
