@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -118,6 +119,9 @@ type MemberConfig struct {
 	// a wake, so the test writes nothing the look could see.
 	compactTicks  <-chan time.Time
 	compactLooked chan<- struct{}
+	// publishEvery, set only by tests, is how often the member looks
+	// whether the configuration lacks its name (publishSelf).
+	publishEvery time.Duration
 }
 
 // ClientAddrs are the addresses a member serves clients on.
@@ -275,6 +279,13 @@ func OpenMember(cfg MemberConfig) (*Member, error) {
 		defer m.bg.Done()
 		m.followRoles(ctx)
 	}()
+	if !m.single() {
+		m.bg.Add(1)
+		go func() {
+			defer m.bg.Done()
+			m.publishSelf(ctx, cmp.Or(cfg.publishEvery, publishInterval))
+		}()
+	}
 	go func() {
 		defer m.bg.Done()
 		m.runReclaim(ctx, cfg.ReclaimInterval)
@@ -659,14 +670,24 @@ func (m *Member) Status() core.Status {
 		CompactRev:   st.CompactRev,
 		DBSize:       st.DBSize,
 		QuotaBytes:   m.quota,
-		Members:      m.members(leader),
+		Members:      m.statusMembers(leader),
 		Err:          m.zab.Err(),
 		Alarms:       alarmNames(m.Alarms()),
 		Corrupt:      m.Corrupt(),
 	}
 }
 
-// members lists the ensemble, voters then observers, by ID.
+// statusMembers lists the active configuration for Status: the starting
+// one as members() always showed it, a later one as Cluster does.
+func (m *Member) statusMembers(leader uint64) []core.ClusterMember {
+	if active, _ := m.zab.Membership(); active.Version != 0 {
+		return m.cluster(leader).Members
+	}
+	return m.members(leader)
+}
+
+// members lists the starting configuration from the flags, voters then
+// observers, by ID.
 func (m *Member) members(leader uint64) []core.ClusterMember {
 	if len(m.cfg.Peers) == 0 && len(m.cfg.Observers) == 0 {
 		return []core.ClusterMember{{ID: m.cfg.ID, Name: m.cfg.Name, PeerURL: m.cfg.PeerURL, EtcdURL: m.cfg.EtcdURL, ZKAddr: m.cfg.ZKAddr, IsLeader: true}}
