@@ -112,7 +112,7 @@ func nextConfig(cur core.Cluster, r *jute.ReconfigRequest) ([]core.ClusterMember
 			if !ok || !strings.HasPrefix(strings.TrimSpace(key), "server.") {
 				return nil, fmt.Errorf("%w: %q is not server.N=spec", errReconfigArgs, line)
 			}
-			m, err := joiner(cur, strings.TrimSpace(key), strings.TrimSpace(value))
+			m, err := joiner(cur, strings.TrimSpace(key), strings.TrimSpace(value), false)
 			if err != nil {
 				return nil, err
 			}
@@ -132,7 +132,7 @@ func nextConfig(cur core.Cluster, r *jute.ReconfigRequest) ([]core.ClusterMember
 			if len(parts) != 2 {
 				return nil, fmt.Errorf("%w: wrong format of server string %q", errReconfigArgs, s)
 			}
-			m, err := joiner(cur, parts[0], parts[1])
+			m, err := joiner(cur, parts[0], parts[1], true)
 			if err != nil {
 				return nil, err
 			}
@@ -158,8 +158,9 @@ func nextConfig(cur core.Cluster, r *jute.ReconfigRequest) ([]core.ClusterMember
 }
 
 // joiner parses one server.N=spec of a reconfig into a member, starting
-// from what cur knows of N.
-func joiner(cur core.Cluster, key, spec string) (core.ClusterMember, error) {
+// from what cur knows of N. An incremental reconfig's joiner must name a
+// client port; a -members line may leave it out (N keeps the one it has).
+func joiner(cur core.Cluster, key, spec string, needClient bool) (core.ClusterMember, error) {
 	id, err := strconv.ParseInt(key[strings.LastIndexByte(key, '.')+1:], 10, 64)
 	if err != nil {
 		return core.ClusterMember{}, fmt.Errorf("%w: %q", errReconfigNumber, key)
@@ -169,18 +170,18 @@ func joiner(cur core.Cluster, key, spec string) (core.ClusterMember, error) {
 	}
 	m, _ := cur.Member(uint64(id))
 	m.ID, m.IsLeader = uint64(id), false
-	if err := parseServerSpec(spec, &m); err != nil {
+	if err := parseServerSpec(spec, &m, needClient); err != nil {
 		return core.ClusterMember{}, err
 	}
 	return m, nil
 }
 
-// parseServerSpec reads host:quorumPort:electionPort[:role];[clientHost:]clientPort
-// as ZooKeeper's QuorumServer does, into m's addresses and role. A
-// reconfig needs all three ports.
-func parseServerSpec(spec string, m *core.ClusterMember) error {
+// parseServerSpec reads host:quorumPort:electionPort[:role][;[clientHost:]clientPort]
+// as ZooKeeper's QuorumServer does, into m's addresses and role. Without
+// a client part m keeps its client address, unless needClient refuses it.
+func parseServerSpec(spec string, m *core.ClusterMember, needClient bool) error {
 	server, client, ok := strings.Cut(spec, ";")
-	if !ok || strings.Contains(client, ";") {
+	if (!ok && needClient) || strings.Contains(client, ";") {
 		return fmt.Errorf("%w: %q: each server needs 3 ports", errReconfigArgs, spec)
 	}
 	parts, err := splitServerParts(server)
@@ -206,6 +207,11 @@ func parseServerSpec(spec string, m *core.ClusterMember) error {
 			return fmt.Errorf("%w: unrecognised peer type %q", errReconfigArgs, parts[3])
 		}
 	}
+	m.PeerURL = "http://" + net.JoinHostPort(host, strconv.Itoa(qport))
+	m.ZKElectionAddr = net.JoinHostPort(host, strconv.Itoa(eport))
+	if !ok {
+		return nil
+	}
 	chost, cportStr := "0.0.0.0", client
 	if i := strings.LastIndexByte(client, ':'); i >= 0 {
 		chost, cportStr = strings.Trim(client[:i], "[]"), client[i+1:]
@@ -214,8 +220,6 @@ func parseServerSpec(spec string, m *core.ClusterMember) error {
 	if err != nil || chost == "" {
 		return fmt.Errorf("%w: %q: bad client address", errReconfigArgs, client)
 	}
-	m.PeerURL = "http://" + net.JoinHostPort(host, strconv.Itoa(qport))
-	m.ZKElectionAddr = net.JoinHostPort(host, strconv.Itoa(eport))
 	m.ZKAddr = net.JoinHostPort(chost, strconv.Itoa(cport))
 	return nil
 }

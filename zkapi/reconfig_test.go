@@ -58,6 +58,8 @@ func TestNextConfig(t *testing.T) {
 			err: errReconfigArgs}, // one voter left
 		{name: "members", req: jute.ReconfigRequest{NewMembers: "server.1=127.0.0.1:2888:3888;2181,server.7=127.0.0.1:2897:3897:participant;127.0.0.1:2187"},
 			want: "server.1=127.0.0.1:2888:3888:participant;0.0.0.0:2181\nserver.7=127.0.0.1:2897:3897:participant;127.0.0.1:2187\nversion=0"},
+		{name: "members keeping client addresses", req: jute.ReconfigRequest{NewMembers: "server.1=127.0.0.1:2888:3888\nserver.2=127.0.0.1:2889:2889:participant"},
+			want: "server.1=127.0.0.1:2888:3888:participant;127.0.0.1:2181\nserver.2=127.0.0.1:2889:2889:participant;127.0.0.1:2182\nversion=0"},
 		{name: "members of one voter", req: jute.ReconfigRequest{NewMembers: "server.1=127.0.0.1:2888:3888;2181"}, err: errReconfigArgs},
 		{name: "leaving not a number", req: jute.ReconfigRequest{LeavingServers: "x"}, err: errReconfigNumber},
 		{name: "joiner id not a number", req: jute.ReconfigRequest{JoiningServers: "server.x=127.0.0.1:1:2;3"}, err: errReconfigNumber},
@@ -142,7 +144,7 @@ func FuzzReconfigRequest(f *testing.F) {
 			}
 			line := serverSpec(m)
 			var back core.ClusterMember
-			if err := parseServerSpec(line, &back); err != nil {
+			if err := parseServerSpec(line, &back, m.ZKAddr != ""); err != nil {
 				t.Fatalf("server.%d=%s does not parse back: %v", m.ID, line, err)
 			}
 			if back.PeerURL != m.PeerURL || back.ZKElectionAddr != m.ZKElectionAddr && m.ZKElectionAddr != "" ||
