@@ -23,9 +23,11 @@ import (
 //
 // then version=<the configuration's zxid in hex>. Janus has one peer port:
 // the quorum address is the member's peer address, and the election port is
-// the one a reconfig named (ClusterMember.ZKElectionAddr), else the peer
-// port again. Curator's EnsembleTracker rewrites its connection string from
-// the client addresses, so every member's is shown.
+// the one a reconfig named (ClusterMember.ZKElectionAddr), else 0: a
+// member Janus started from flags has none, and ZooKeeper's QuorumServer
+// (which Curator parses these lines with) refuses an election port equal
+// to the quorum port. Curator's EnsembleTracker rewrites its connection
+// string from the client addresses, so every member's is shown.
 
 // configPath is the node ZooKeeper keeps its dynamic configuration in.
 const configPath = "/zookeeper/config"
@@ -42,11 +44,7 @@ func configData(cl core.Cluster) []byte {
 
 // serverSpec is a member's QuorumServer.toString.
 func serverSpec(m core.ClusterMember) string {
-	host, quorumPort := splitHostPort(strings.TrimPrefix(strings.TrimPrefix(m.PeerURL, "http://"), "https://"))
-	electionPort := quorumPort
-	if m.ZKElectionAddr != "" {
-		_, electionPort = splitHostPort(m.ZKElectionAddr)
-	}
+	host, quorumPort, electionPort := zkPorts(m)
 	role := "participant"
 	if m.IsObserver {
 		role = "observer"
@@ -57,6 +55,26 @@ func serverSpec(m core.ClusterMember) string {
 		s += fmt.Sprintf(";%s:%s", delimitedHost(chost), cport)
 	}
 	return s
+}
+
+// zkPorts returns a member's peer host and the ports ZooKeeper would call
+// its quorum and election ports (see above).
+func zkPorts(m core.ClusterMember) (host, quorumPort, electionPort string) {
+	host, quorumPort = splitHostPort(peerHostPort(m))
+	electionPort = "0"
+	if m.ZKElectionAddr != "" {
+		_, electionPort = splitHostPort(m.ZKElectionAddr)
+	}
+	return host, quorumPort, electionPort
+}
+
+// peerHostPort is a member's peer address without the URL scheme.
+func peerHostPort(m core.ClusterMember) string {
+	a := m.PeerURL
+	if i := strings.Index(a, "://"); i >= 0 {
+		a = a[i+3:]
+	}
+	return a
 }
 
 // splitHostPort splits host:port, taking a string without a port as a
@@ -197,6 +215,11 @@ func parseServerSpec(spec string, m *core.ClusterMember, needClient bool) error 
 	if host == "" || err1 != nil || err2 != nil {
 		return fmt.Errorf("%w: %q: bad host or port", errReconfigArgs, server)
 	}
+	if qport == eport {
+		// QuorumServer's own check; a line failing it breaks every
+		// client that parses the configuration (Curator).
+		return fmt.Errorf("%w: %q: quorum and election ports must differ", errReconfigArgs, server)
+	}
 	m.IsObserver = false
 	if len(parts) == 4 {
 		switch strings.ToLower(parts[3]) {
@@ -253,16 +276,11 @@ func parsePort(s string) (int, error) {
 // address of other, which ZooKeeper's checkAddressDuplicate refuses.
 func sharesAddr(other, joiner core.ClusterMember) bool {
 	addrs := func(m core.ClusterMember) []string {
-		peer := strings.TrimPrefix(m.PeerURL, "http://")
-		election := m.ZKElectionAddr
-		if election == "" {
-			election = peer
-		}
-		return []string{peer, election, m.ZKAddr}
+		return []string{peerHostPort(m), m.ZKElectionAddr, m.ZKAddr}
 	}
 	theirs := addrs(other)
 	for _, a := range addrs(joiner) {
-		if a != "" && slices.Contains(theirs, a) {
+		if _, port := splitHostPort(a); a != "" && port != "0" && slices.Contains(theirs, a) {
 			return true
 		}
 	}
@@ -440,5 +458,10 @@ func (c *conn) configNode(n *core.Node, watched bool) (*core.Node, jute.Stat, er
 	}
 	o := *n
 	o.Value = configData(cl)
-	return &o, configStat(cl, o.Value), nil
+	st := configStat(cl, o.Value)
+	if !n.Implicit {
+		// A super user set an ACL there: ZooKeeper counts that change.
+		st.Aversion = toStat(n, nil).Aversion
+	}
+	return &o, st, nil
 }

@@ -24,10 +24,10 @@ func TestConfigData(t *testing.T) {
 	cl.Version = 0x100000007
 	cl.Members[1].ZKElectionAddr = "127.0.0.1:3889"
 	cl.Members = append(cl.Members, core.ClusterMember{ID: 4, PeerURL: "http://[::1]:2891", ZKAddr: "[::1]:2184"})
-	want := "server.1=127.0.0.1:2888:2888:participant;127.0.0.1:2181\n" +
+	want := "server.1=127.0.0.1:2888:0:participant;127.0.0.1:2181\n" +
 		"server.2=127.0.0.1:2889:3889:participant;127.0.0.1:2182\n" +
-		"server.3=127.0.0.1:2890:2890:observer;127.0.0.1:2183\n" +
-		"server.4=[::1]:2891:2891:participant;[::1]:2184\n" +
+		"server.3=127.0.0.1:2890:0:observer;127.0.0.1:2183\n" +
+		"server.4=[::1]:2891:0:participant;[::1]:2184\n" +
 		"version=100000007"
 	data := configData(cl)
 	if string(data) != want {
@@ -47,19 +47,19 @@ func TestNextConfig(t *testing.T) {
 		err  error
 	}{
 		{name: "remove", req: jute.ReconfigRequest{LeavingServers: "3"},
-			want: "server.1=127.0.0.1:2888:2888:participant;127.0.0.1:2181\nserver.2=127.0.0.1:2889:2889:participant;127.0.0.1:2182\nversion=0"},
+			want: "server.1=127.0.0.1:2888:0:participant;127.0.0.1:2181\nserver.2=127.0.0.1:2889:0:participant;127.0.0.1:2182\nversion=0"},
 		{name: "remove unknown keeps all", req: jute.ReconfigRequest{LeavingServers: " 9 ,"},
-			want: "server.1=127.0.0.1:2888:2888:participant;127.0.0.1:2181\nserver.2=127.0.0.1:2889:2889:participant;127.0.0.1:2182\nserver.3=127.0.0.1:2890:2890:observer;127.0.0.1:2183\nversion=0"},
+			want: "server.1=127.0.0.1:2888:0:participant;127.0.0.1:2181\nserver.2=127.0.0.1:2889:0:participant;127.0.0.1:2182\nserver.3=127.0.0.1:2890:0:observer;127.0.0.1:2183\nversion=0"},
 		{name: "add with client port only", req: jute.ReconfigRequest{JoiningServers: "server.5=127.0.0.1:2895:3895;2185"},
-			want: "server.1=127.0.0.1:2888:2888:participant;127.0.0.1:2181\nserver.2=127.0.0.1:2889:2889:participant;127.0.0.1:2182\nserver.3=127.0.0.1:2890:2890:observer;127.0.0.1:2183\nserver.5=127.0.0.1:2895:3895:participant;0.0.0.0:2185\nversion=0"},
+			want: "server.1=127.0.0.1:2888:0:participant;127.0.0.1:2181\nserver.2=127.0.0.1:2889:0:participant;127.0.0.1:2182\nserver.3=127.0.0.1:2890:0:observer;127.0.0.1:2183\nserver.5=127.0.0.1:2895:3895:participant;0.0.0.0:2185\nversion=0"},
 		{name: "observer to participant", req: jute.ReconfigRequest{JoiningServers: "server.3=127.0.0.1:2890:3890:participant;127.0.0.1:2183"},
-			want: "server.1=127.0.0.1:2888:2888:participant;127.0.0.1:2181\nserver.2=127.0.0.1:2889:2889:participant;127.0.0.1:2182\nserver.3=127.0.0.1:2890:3890:participant;127.0.0.1:2183\nversion=0"},
+			want: "server.1=127.0.0.1:2888:0:participant;127.0.0.1:2181\nserver.2=127.0.0.1:2889:0:participant;127.0.0.1:2182\nserver.3=127.0.0.1:2890:3890:participant;127.0.0.1:2183\nversion=0"},
 		{name: "remove and add", req: jute.ReconfigRequest{LeavingServers: "2", JoiningServers: "server.4=127.0.0.1:2891:3891:observer;127.0.0.1:2184"},
 			err: errReconfigArgs}, // one voter left
 		{name: "members", req: jute.ReconfigRequest{NewMembers: "server.1=127.0.0.1:2888:3888;2181,server.7=127.0.0.1:2897:3897:participant;127.0.0.1:2187"},
 			want: "server.1=127.0.0.1:2888:3888:participant;0.0.0.0:2181\nserver.7=127.0.0.1:2897:3897:participant;127.0.0.1:2187\nversion=0"},
-		{name: "members keeping client addresses", req: jute.ReconfigRequest{NewMembers: "server.1=127.0.0.1:2888:3888\nserver.2=127.0.0.1:2889:2889:participant"},
-			want: "server.1=127.0.0.1:2888:3888:participant;127.0.0.1:2181\nserver.2=127.0.0.1:2889:2889:participant;127.0.0.1:2182\nversion=0"},
+		{name: "members keeping client addresses", req: jute.ReconfigRequest{NewMembers: "server.1=127.0.0.1:2888:3888\nserver.2=127.0.0.1:2889:0:participant"},
+			want: "server.1=127.0.0.1:2888:3888:participant;127.0.0.1:2181\nserver.2=127.0.0.1:2889:0:participant;127.0.0.1:2182\nversion=0"},
 		{name: "members of one voter", req: jute.ReconfigRequest{NewMembers: "server.1=127.0.0.1:2888:3888;2181"}, err: errReconfigArgs},
 		{name: "leaving not a number", req: jute.ReconfigRequest{LeavingServers: "x"}, err: errReconfigNumber},
 		{name: "joiner id not a number", req: jute.ReconfigRequest{JoiningServers: "server.x=127.0.0.1:1:2;3"}, err: errReconfigNumber},
@@ -67,6 +67,7 @@ func TestNextConfig(t *testing.T) {
 		{name: "joiner with two ports", req: jute.ReconfigRequest{JoiningServers: "server.7=127.0.0.1:1254;1256"}, err: errReconfigArgs},
 		{name: "joiner without spec", req: jute.ReconfigRequest{JoiningServers: "server.7"}, err: errReconfigArgs},
 		{name: "joiner with a bad role", req: jute.ReconfigRequest{JoiningServers: "server.7=h:1:2:leader;3"}, err: errReconfigArgs},
+		{name: "joiner with equal quorum and election ports", req: jute.ReconfigRequest{JoiningServers: "server.7=127.0.0.1:2897:2897;2187"}, err: errReconfigArgs},
 		{name: "joiner repeating an address", req: jute.ReconfigRequest{JoiningServers: "server.7=127.0.0.1:2888:3897;2187"}, err: errReconfigArgs},
 		{name: "members with another key", req: jute.ReconfigRequest{NewMembers: "group.1=1:2"}, err: errReconfigArgs},
 	}

@@ -192,11 +192,7 @@ func (s *Server) conf() [][2]string {
 		// QuorumZooKeeperServer.dumpConf's lines (initLimit and
 		// syncLimit have no counterpart in Janus). Janus's one peer
 		// port is ZooKeeper's quorum port.
-		_, quorumPort := splitHostPort(strings.TrimPrefix(self.PeerURL, "http://"))
-		electionPort := quorumPort
-		if self.ZKElectionAddr != "" {
-			_, electionPort = splitHostPort(self.ZKElectionAddr)
-		}
+		_, quorumPort, electionPort := zkPorts(self)
 		peerType := "0" // LearnerType.PARTICIPANT's ordinal
 		if self.IsObserver {
 			peerType = "1"

@@ -4,8 +4,8 @@
 # line by line.
 #
 # argv: host:port to connect to, the leader's ID, the connected
-# follower's ID, the other follower's ID, the super digest password, then
-# 15 unused ports for the servers the script adds (never started).
+# follower's ID, the other follower's ID and client address, the super
+# digest password, then 15 unused ports for the servers the script adds (never started).
 import sys
 import threading
 
@@ -13,8 +13,9 @@ from kazoo.client import KazooClient
 
 hosts = sys.argv[1]
 leader, conn, other = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-password = sys.argv[5]
-ports = [int(p) for p in sys.argv[6:21]]
+other_client = sys.argv[5]
+password = sys.argv[6]
+ports = [int(p) for p in sys.argv[7:22]]
 names = {leader: "L", conn: "C", other: "F"}
 last_version = [None]
 
@@ -94,23 +95,28 @@ step("leaving-not-a-number", lambda: c.reconfig(joining=None, leaving="x", new_m
 step("one-voter-left", lambda: c.reconfig(joining=None, leaving="%d,%d" % (conn, other), new_members=None))
 step("no-quorum", lambda: c.reconfig(
     joining=",".join("server.%d=%s" % (11 + k, spec(2 + k)) for k in range(3)), leaving=None, new_members=None))
+# Before any role change: a member that changed roles resynchronizes with
+# the leader, and ZooKeeper counts only synced members towards the new
+# configuration's quorum.
+step("add-participant-not-running", lambda: c.reconfig(joining="server.8=" + spec(1), leaving=None, new_members=None))
+step("remove-8", lambda: c.reconfig(joining=None, leaving="8", new_members=None))
 step("remove-6", lambda: c.reconfig(joining=None, leaving="6", new_members=None))
 
 
 def with_role(sid, role):
-    """server.sid's line of the current configuration with another role."""
+    """server.sid's line of the current configuration with another role
+    (and the client address a ZooKeeper started from server lines without
+    one leaves out: an incremental reconfig needs it)."""
     for line in c.get("/zookeeper/config")[0].decode().split("\n"):
         if line.startswith("server.%d=" % sid):
             server, _, client = line.partition(";")
             parts = server.split(":")
             line = ":".join(parts[:3] + [role])
-            return line + (";" + client if client else "")
+            return line + ";" + (client or other_client)
 
 
 step("participant-to-observer", lambda: c.reconfig(joining=with_role(other, "observer"), leaving=None, new_members=None))
 step("observer-to-participant", lambda: c.reconfig(joining=with_role(other, "participant"), leaving=None, new_members=None))
-step("add-participant-not-running", lambda: c.reconfig(joining="server.8=" + spec(1), leaving=None, new_members=None))
-step("remove-8", lambda: c.reconfig(joining=None, leaving="8", new_members=None))
 step("remove-other", lambda: c.reconfig(joining=None, leaving=str(other), new_members=None))
 current = c.get("/zookeeper/config")[0].decode().split("\n")
 members = [l for l in current if l.startswith("server.")] + ["server.7=" + spec(0, "observer")]
