@@ -69,7 +69,9 @@ func TestNextConfig(t *testing.T) {
 		{name: "joiner with a bad role", req: jute.ReconfigRequest{JoiningServers: "server.7=h:1:2:leader;3"}, err: errReconfigArgs},
 		{name: "joiner with equal quorum and election ports", req: jute.ReconfigRequest{JoiningServers: "server.7=127.0.0.1:2897:2897;2187"}, err: errReconfigArgs},
 		{name: "joiner repeating an address", req: jute.ReconfigRequest{JoiningServers: "server.7=127.0.0.1:2888:3897;2187"}, err: errReconfigArgs},
-		{name: "members with another key", req: jute.ReconfigRequest{NewMembers: "group.1=1:2"}, err: errReconfigArgs},
+		{name: "members of a hierarchical quorum", req: jute.ReconfigRequest{NewMembers: "group.1=1:2"}, err: errReconfigArgs},
+		{name: "members pasted with their version", req: jute.ReconfigRequest{NewMembers: "server.1=127.0.0.1:2888:3888;2181\nserver.2=127.0.0.1:2889:3889;2182\nversion=100000000\n"},
+			want: "server.1=127.0.0.1:2888:3888:participant;0.0.0.0:2181\nserver.2=127.0.0.1:2889:3889:participant;0.0.0.0:2182\nversion=0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
