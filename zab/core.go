@@ -478,9 +478,10 @@ func (c *Core) Propose(p Proposal) {
 		c.refuse(p.ReqID, ErrLeaderChanged)
 		return
 	}
+	refusal := c.transferRefusal()
 	switch {
-	case leading && c.transferRefusal() != nil:
-		c.refuse(p.ReqID, c.transferRefusal())
+	case leading && refusal != nil:
+		c.refuse(p.ReqID, refusal)
 	case leading:
 		if !c.leaderAppend(c.id, p.ReqID, EntryData, p.Data, p.Time) {
 			c.refuse(p.ReqID, ErrNoLeader)
@@ -515,7 +516,9 @@ type MembershipChange struct {
 // broadcast with no change pending appends it; anything else is refused
 // (Ready.Refused), nothing proposed: ErrNotLeader, ErrChangePending,
 // ErrStaleMembership, ErrNotCaughtUp (an observer promoted before it is
-// synchronized and within MaxDiffEntries of the leader's log), or the
+// synchronized and within MaxDiffEntries of the leader's log),
+// ErrPeersTooOld (the first change, while a member it keeps has not
+// announced in its FOLLOWERINFO that it reads message version 2), or the
 // configuration's own error.
 func (c *Core) ProposeMembership(ch MembershipChange) {
 	if err := c.checkChange(ch); err != nil {
@@ -558,6 +561,26 @@ func (c *Core) checkChange(ch MembershipChange) error {
 		ps := c.ls.peers[id]
 		if ps == nil || ps.phase < pUpToDate || c.durable-min(c.durable, ps.acked) > uint64(c.cfg.MaxDiffEntries) {
 			return fmt.Errorf("%w: member %d", ErrNotCaughtUp, id)
+		}
+	}
+	// The first change puts configurations into the messages (version
+	// 2), which a member of an older version cannot read: it would no
+	// longer follow, nor even read a notification. So every member the
+	// first change keeps must have announced that it reads them (a
+	// rolling upgrade finishes first); a member it removes need not. Once
+	// a change has committed, an older member could not follow anyway:
+	// refusing later changes would not help it.
+	if c.conf.Version != 0 {
+		return nil
+	}
+	for _, ids := range [][]uint64{c.conf.Voters, c.conf.Observers} {
+		for _, id := range ids {
+			if id == c.id || !m.IsMember(id) {
+				continue
+			}
+			if ps := c.ls.peers[id]; ps == nil || !ps.readsV2 {
+				return fmt.Errorf("%w: member %d", ErrPeersTooOld, id)
+			}
 		}
 	}
 	return nil
@@ -635,6 +658,10 @@ func (c *Core) SnapshotTaken(s Snapshot) { c.handleSnapResult(&s) }
 // log or the epochs being what that Ready makes them.
 func (c *Core) Urgent() bool { return c.urgent }
 
+// peerAckedTicks is how many heartbeat intervals a synchronized peer may
+// go unheard and still be listed in Ready.PeerAcked.
+const peerAckedTicks = 3
+
 // Ready returns everything the Core asks of its driver since the last
 // call, and starts a new record. Committed entries and the entries for the
 // writer are decided here: the pending entries are handed over, the
@@ -671,7 +698,11 @@ func (c *Core) Ready() Ready {
 	if c.peersTick && c.ls != nil {
 		acked := make(map[uint64]uint64, len(c.ls.peers))
 		for id, ps := range c.ls.peers {
-			if ps.phase >= pSynced {
+			// Only members that answered one of the last few
+			// heartbeats: a peer that went away stays synchronized
+			// until dropped, and the server's reconfiguration check
+			// must not count it as connected.
+			if ps.phase >= pSynced && c.now <= ps.heard+peerAckedTicks {
 				acked[id] = ps.acked
 			}
 		}
@@ -957,7 +988,7 @@ func (c *Core) becomeFollower(leader uint64) {
 }
 
 func (c *Core) followerInfo() Message {
-	m := Message{Type: MsgFollowerInfo, Epoch: c.ep.Accepted, Zxid: c.lastZxid, Index: c.durable, Nonce: c.fs.nonce}
+	m := Message{Type: MsgFollowerInfo, Flags: FlagReadsV2, Epoch: c.ep.Accepted, Zxid: c.lastZxid, Index: c.durable, Nonce: c.fs.nonce}
 	if !c.voter {
 		m.Flags |= FlagObserver
 	}
