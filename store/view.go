@@ -20,6 +20,17 @@ type View struct {
 	rev     int64
 	release func()
 	once    sync.Once
+	// latest, set when the View shows a published state, reads node and
+	// Dir records through the store's caches.
+	latest *latestCache
+}
+
+// latestCache is a View's way into the store's record caches: the state it
+// shows is the one published at applied, which the caches describe or
+// have moved past (see recordCache).
+type latestCache struct {
+	applied     uint64
+	nodes, dirs *recordCache
 }
 
 var _ core.View = (*View)(nil)
@@ -35,6 +46,56 @@ func (v *View) Meta() (core.Meta, error) {
 	m, err := v.reader.Meta()
 	m.Rev = v.rev
 	return m, err
+}
+
+// Node answers from the store's cache when it can: a ZooKeeper read of a
+// hot node then asks Badger for nothing.
+func (v *View) Node(key []byte) (*core.Node, error) {
+	c := v.latest
+	if c == nil {
+		return v.reader.Node(key)
+	}
+	enc, ok := c.nodes.get(key, c.applied)
+	if !ok {
+		var err error
+		if enc, err = v.get(nodeKey(key)); err != nil {
+			return nil, fmt.Errorf("store: read node %q: %w", key, err)
+		}
+		if enc != nil {
+			c.nodes.add(key, enc, c.applied)
+		}
+	}
+	if enc == nil {
+		return nil, nil
+	}
+	return core.DecodeNode(bytes.Clone(key), enc)
+}
+
+// Dir answers from the store's cache when it can. A missing Dir is
+// admitted only for a stored node (a leaf), as Apply admits it (see
+// recordCache): TreeNode reads the node first, so a leaf's node is cached
+// by the time its Dir is read.
+func (v *View) Dir(path []byte) (*core.Dir, error) {
+	c := v.latest
+	if c == nil {
+		return v.reader.Dir(path)
+	}
+	enc, ok := c.dirs.get(path, c.applied)
+	if !ok {
+		var err error
+		if enc, err = v.get(dirKey(path)); err != nil {
+			return nil, err
+		}
+		if enc != nil {
+			c.dirs.add(path, enc, c.applied)
+		} else if n, ok := c.nodes.get(path, c.applied); ok && n != nil {
+			c.dirs.add(path, nil, c.applied)
+		}
+	}
+	if enc == nil {
+		return nil, nil
+	}
+	return core.DecodeDir(enc)
 }
 
 // Close discards the View's transaction. It is safe to call more than once.
