@@ -20,11 +20,12 @@ import "sync"
 //
 // An entry also says from which applied index on it holds: since. The
 // invariant is that an entry's encoding is its key's record at every
-// applied index from since to at. So a reader of the state at an applied
-// index A may use an entry only if since <= A (and A <= at holds, since the
-// cache moves before the state readers see does): a reader that still holds
-// the state before a group sees the group's writes as misses and reads
-// Badger at its own index, never a record it must not see yet. A reader
+// applied index from since to at. So a reader of the state at index A (a
+// published state, or the index a View of an older revision reads at) may
+// use an entry only if since <= A (and A <= at holds, since the cache moves
+// before the state readers see does): a reader that still holds the state
+// before a group, or one inside it, sees the group's writes as misses and
+// reads Badger at its own index, never a record it must not see yet. A reader
 // adds what it read from Badger at A only while at is still A, as an entry
 // since A; the applier's next update, which comes after under the same
 // lock, replaces it if the group wrote the key. A failed group changes

@@ -432,7 +432,9 @@ func (s *Store) latest(st *published) (*View, error) {
 		reader:  reader{txn: s.db.NewTransactionAt(st.applied, false)},
 		rev:     st.rev,
 		release: func() { s.hist.unpin(pin) },
-		latest:  &latestCache{applied: st.applied, nodes: s.nodeCache, dirs: s.dirCache},
+		at:      st.applied,
+		nodes:   s.nodeCache,
+		dirs:    s.dirCache,
 	}, nil
 }
 
@@ -467,10 +469,16 @@ func (s *Store) At(rev int64) (*View, error) {
 		s.hist.unpin(pin)
 		return nil, err
 	}
+	// The caches answer at any index they have not moved below: a node
+	// record is exact at every index, and a key a group wrote is a miss
+	// for an index inside or before that group (see recordCache).
 	return &View{
 		reader:  reader{txn: s.db.NewTransactionAt(next-1, false)},
 		rev:     rev,
 		release: func() { s.hist.unpin(pin) },
+		at:      next - 1,
+		nodes:   s.nodeCache,
+		dirs:    s.dirCache,
 	}, nil
 }
 

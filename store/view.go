@@ -20,16 +20,10 @@ type View struct {
 	rev     int64
 	release func()
 	once    sync.Once
-	// latest, set when the View shows a published state, reads node and
-	// Dir records through the store's caches.
-	latest *latestCache
-}
-
-// latestCache is a View's way into the store's record caches: the state it
-// shows is the one published at applied, which the caches describe or
-// have moved past (see recordCache).
-type latestCache struct {
-	applied     uint64
+	// at is the applied index the View reads Badger at. The store's record
+	// caches describe the state at that index or have moved past it, and
+	// answer for the keys that did not change since (see recordCache).
+	at          uint64
 	nodes, dirs *recordCache
 }
 
@@ -51,18 +45,17 @@ func (v *View) Meta() (core.Meta, error) {
 // Node answers from the store's cache when it can: a ZooKeeper read of a
 // hot node then asks Badger for nothing.
 func (v *View) Node(key []byte) (*core.Node, error) {
-	c := v.latest
-	if c == nil {
+	if v.nodes == nil {
 		return v.reader.Node(key)
 	}
-	enc, ok := c.nodes.get(key, c.applied)
+	enc, ok := v.nodes.get(key, v.at)
 	if !ok {
 		var err error
 		if enc, err = v.get(nodeKey(key)); err != nil {
 			return nil, fmt.Errorf("store: read node %q: %w", key, err)
 		}
 		if enc != nil {
-			c.nodes.add(key, enc, c.applied)
+			v.nodes.add(key, enc, v.at)
 		}
 	}
 	if enc == nil {
@@ -76,20 +69,19 @@ func (v *View) Node(key []byte) (*core.Node, error) {
 // recordCache): TreeNode reads the node first, so a leaf's node is cached
 // by the time its Dir is read.
 func (v *View) Dir(path []byte) (*core.Dir, error) {
-	c := v.latest
-	if c == nil {
+	if v.dirs == nil {
 		return v.reader.Dir(path)
 	}
-	enc, ok := c.dirs.get(path, c.applied)
+	enc, ok := v.dirs.get(path, v.at)
 	if !ok {
 		var err error
 		if enc, err = v.get(dirKey(path)); err != nil {
 			return nil, err
 		}
 		if enc != nil {
-			c.dirs.add(path, enc, c.applied)
-		} else if n, ok := c.nodes.get(path, c.applied); ok && n != nil {
-			c.dirs.add(path, nil, c.applied)
+			v.dirs.add(path, enc, v.at)
+		} else if n, ok := v.nodes.get(path, v.at); ok && n != nil {
+			v.dirs.add(path, nil, v.at)
 		}
 	}
 	if enc == nil {
