@@ -21,6 +21,8 @@ type applyBase struct {
 	dirs      map[string][]byte // tree path -> stored Dir encoding, nil if absent
 	nodeCache *recordCache
 	dirCache  *recordCache
+	// applied is the applied index the reader reads at.
+	applied uint64
 }
 
 // baseNode is a node record as stored at the applied index.
@@ -47,14 +49,14 @@ func (b *applyBase) lookup(key []byte) (baseNode, error) {
 	if rec, ok := b.raw[string(key)]; ok {
 		return rec, nil
 	}
-	enc, ok := b.nodeCache.get(key)
+	enc, ok := b.nodeCache.get(key, b.applied)
 	if !ok {
 		var err error
 		if enc, err = b.get(nodeKey(key)); err != nil {
 			return baseNode{}, err
 		}
 		if enc != nil {
-			b.nodeCache.put(key, enc)
+			b.nodeCache.add(key, enc, b.applied)
 		}
 	}
 	rec := baseNode{enc: enc}
@@ -65,13 +67,13 @@ func (b *applyBase) lookup(key []byte) (baseNode, error) {
 func (b *applyBase) Dir(path []byte) (*core.Dir, error) {
 	enc, ok := b.dirs[string(path)]
 	if !ok {
-		if enc, ok = b.dirCache.get(path); !ok {
+		if enc, ok = b.dirCache.get(path, b.applied); !ok {
 			var err error
 			if enc, err = b.get(dirKey(path)); err != nil {
 				return nil, err
 			}
 			if enc != nil || b.isNode(path) {
-				b.dirCache.put(path, enc)
+				b.dirCache.add(path, enc, b.applied)
 			}
 		}
 		// A create reads its own path's (absent) Dir twice.
@@ -164,6 +166,7 @@ func (s *Store) ApplyWhen(entries []core.Entry, ready func() error) ([]*core.Res
 		dirs:      map[string][]byte{},
 		nodeCache: s.nodeCache,
 		dirCache:  s.dirCache,
+		applied:   st.applied,
 	}
 	defer base.txn.Discard()
 	ov := core.NewOverlay(base)
@@ -201,7 +204,6 @@ func (s *Store) ApplyWhen(entries []core.Entry, ready func() error) ([]*core.Res
 			return nil, nil, fmt.Errorf("store: entries %d-%d not durable: %w", entries[0].Index, last, err)
 		}
 	}
-	g.cache(s.nodeCache, s.dirCache)
 	if meta.CompactRev != st.compactRev {
 		readFloor, eventFloor := s.floorsFor(meta.CompactRev)
 		want, err := discardFor(readFloor, func(rev int64) (uint64, bool, error) {
@@ -215,6 +217,9 @@ func (s *Store) ApplyWhen(entries []core.Entry, ready func() error) ([]*core.Res
 		}
 		s.hist.advance(readFloor, eventFloor, want)
 	}
+	// The caches move to the group's state before readers are shown it,
+	// and only once nothing can fail any more (see recordCache).
+	g.cache(s.nodeCache, s.dirCache, last)
 	s.state.Store(&published{applied: last, rev: meta.Rev, compactRev: meta.CompactRev, census: st.census.Plus(g.census)})
 	return results, g.batches, nil
 }
@@ -307,17 +312,24 @@ func (g *groupWrites) add(b *core.Batch, base *applyBase) error {
 	return nil
 }
 
-// cache updates the cached records the group wrote, in order: called once
-// the group's applied index is written.
-func (g *groupWrites) cache(nodes, dirs *recordCache) {
-	for i, b := range g.batches {
-		for j, w := range b.Nodes {
-			nodes.update(w.Key, g.encs[i][j])
+// cache moves the caches to applied, the group's last index, updating the
+// cached records the group wrote: called once the group's applied index is
+// written, before its state is published.
+func (g *groupWrites) cache(nodes, dirs *recordCache, applied uint64) {
+	nodes.advance(applied, func(set func(key, enc []byte)) {
+		for i, b := range g.batches {
+			for j, w := range b.Nodes {
+				set(w.Key, g.encs[i][j])
+			}
 		}
-		for j, w := range b.Dirs {
-			dirs.update(w.Path, g.dirEncs[i][j])
+	})
+	dirs.advance(applied, func(set func(key, enc []byte)) {
+		for i, b := range g.batches {
+			for j, w := range b.Dirs {
+				set(w.Path, g.dirEncs[i][j])
+			}
 		}
-	}
+	})
 }
 
 // write puts every batch of the group into Badger at its entry's index,

@@ -342,3 +342,50 @@ func rangeLatest(b *testing.B, s *Store, rng *rand.Rand) {
 		}
 	}
 }
+
+// BenchmarkTreeNodeLatest reads what a ZooKeeper getData reads, a View of
+// the latest state and core.TreeNode of one of 10,000 nodes under one
+// parent (its node and its absent Dir), with the record cache on
+// (-bench.cachesize 0, the default size) or off (-1).
+func BenchmarkTreeNodeLatest(b *testing.B) {
+	s, err := Open(Config{Dir: b.TempDir(), CacheSize: *benchCacheSize})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	value := bytes.Repeat([]byte("v"), 256)
+	path := func(i int) []byte { return fmt.Appendf(nil, "/bench/key-%06d", i%benchKeys) }
+	entries := []core.Entry{{Index: 1, Time: 1, Op: txnOf(core.TxnOp{Kind: core.OpCreate, Key: []byte("/bench"), Value: []byte{}})}}
+	for i := range benchKeys {
+		idx := uint64(i + 2)
+		entries = append(entries, core.Entry{Index: idx, Time: int64(idx), Op: txnOf(core.TxnOp{Kind: core.OpCreate, Key: path(i), Value: value})})
+	}
+	for len(entries) > 0 {
+		n := min(len(entries), 256)
+		if _, _, err := s.Apply(entries[:n]); err != nil {
+			b.Fatal(err)
+		}
+		entries = entries[n:]
+	}
+	read := func(i int) {
+		v, err := s.Latest()
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, _, err := core.TreeNode(v, path(i))
+		v.Close()
+		if err != nil || n == nil {
+			b.Fatalf("read %s: %v %v", path(i), n, err)
+		}
+	}
+	for i := range benchKeys {
+		read(i) // the first read of each key fills the cache
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		read(i * 7919)
+		i++
+	}
+}

@@ -26,9 +26,9 @@ type Config struct {
 	// when set (bytes).
 	MemTableSize   int64
 	BlockCacheSize int64
-	// CacheSize is the memory, in bytes, Apply may keep the latest node and
-	// Dir records in so that it does not read hot keys from Badger (see
-	// recordCache). 0 picks the default below; a negative size turns the
+	// CacheSize is the memory, in bytes, the store may keep the latest node
+	// and Dir records in so that neither Apply nor a read of the latest
+	// state reads hot keys from Badger (see recordCache). 0 picks the default below; a negative size turns the
 	// cache off.
 	CacheSize int64
 	// CloseTimeout bounds how long Close waits for Badger to flush its
@@ -99,8 +99,8 @@ type Store struct {
 	// owned by the applier.
 	restoredRev int64
 	closed      atomic.Bool
-	// nodeCache and dirCache hold latest records for Apply; owned by the
-	// applier.
+	// nodeCache and dirCache hold latest records for Apply and for readers
+	// of the latest state; the applier moves them (see recordCache).
 	nodeCache, dirCache *recordCache
 
 	// appliedTs is the newest version of the applied index record. It is
@@ -324,8 +324,8 @@ func (s *Store) load() error {
 	if err != nil {
 		return fmt.Errorf("store: count the state at %d: %w", applied, err)
 	}
-	s.nodeCache.reset()
-	s.dirCache.reset()
+	s.nodeCache.reset(applied)
+	s.dirCache.reset(applied)
 	s.state.Store(&published{applied: applied, rev: meta.Rev, compactRev: meta.CompactRev, census: census})
 	s.log.Debug("store opened", "applied", applied, "rev", meta.Rev, "compact_rev", meta.CompactRev)
 	return nil
@@ -432,6 +432,9 @@ func (s *Store) latest(st *published) (*View, error) {
 		reader:  reader{txn: s.db.NewTransactionAt(st.applied, false)},
 		rev:     st.rev,
 		release: func() { s.hist.unpin(pin) },
+		at:      st.applied,
+		nodes:   s.nodeCache,
+		dirs:    s.dirCache,
 	}, nil
 }
 
@@ -466,10 +469,16 @@ func (s *Store) At(rev int64) (*View, error) {
 		s.hist.unpin(pin)
 		return nil, err
 	}
+	// The caches answer at any index they have not moved below: a node
+	// record is exact at every index, and a key a group wrote is a miss
+	// for an index inside or before that group (see recordCache).
 	return &View{
 		reader:  reader{txn: s.db.NewTransactionAt(next-1, false)},
 		rev:     rev,
 		release: func() { s.hist.unpin(pin) },
+		at:      next - 1,
+		nodes:   s.nodeCache,
+		dirs:    s.dirCache,
 	}, nil
 }
 

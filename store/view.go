@@ -20,6 +20,11 @@ type View struct {
 	rev     int64
 	release func()
 	once    sync.Once
+	// at is the applied index the View reads Badger at. The store's record
+	// caches describe the state at that index or have moved past it, and
+	// answer for the keys that did not change since (see recordCache).
+	at          uint64
+	nodes, dirs *recordCache
 }
 
 var _ core.View = (*View)(nil)
@@ -35,6 +40,54 @@ func (v *View) Meta() (core.Meta, error) {
 	m, err := v.reader.Meta()
 	m.Rev = v.rev
 	return m, err
+}
+
+// Node answers from the store's cache when it can: a ZooKeeper read of a
+// hot node then asks Badger for nothing.
+func (v *View) Node(key []byte) (*core.Node, error) {
+	if v.nodes == nil {
+		return v.reader.Node(key)
+	}
+	enc, ok := v.nodes.get(key, v.at)
+	if !ok {
+		var err error
+		if enc, err = v.get(nodeKey(key)); err != nil {
+			return nil, fmt.Errorf("store: read node %q: %w", key, err)
+		}
+		if enc != nil {
+			v.nodes.add(key, enc, v.at)
+		}
+	}
+	if enc == nil {
+		return nil, nil
+	}
+	return core.DecodeNode(bytes.Clone(key), enc)
+}
+
+// Dir answers from the store's cache when it can. A missing Dir is
+// admitted only for a stored node (a leaf), as Apply admits it (see
+// recordCache): TreeNode reads the node first, so a leaf's node is cached
+// by the time its Dir is read.
+func (v *View) Dir(path []byte) (*core.Dir, error) {
+	if v.dirs == nil {
+		return v.reader.Dir(path)
+	}
+	enc, ok := v.dirs.get(path, v.at)
+	if !ok {
+		var err error
+		if enc, err = v.get(dirKey(path)); err != nil {
+			return nil, err
+		}
+		if enc != nil {
+			v.dirs.add(path, enc, v.at)
+		} else if n, ok := v.nodes.get(path, v.at); ok && n != nil {
+			v.dirs.add(path, nil, v.at)
+		}
+	}
+	if enc == nil {
+		return nil, nil
+	}
+	return core.DecodeDir(enc)
 }
 
 // Close discards the View's transaction. It is safe to call more than once.
