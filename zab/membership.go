@@ -9,9 +9,10 @@ import (
 
 // Errors that refuse a membership change; nothing was proposed.
 var (
-	// ErrNotLeader refuses a change proposed on a member that does not
-	// lead: changes are decided by the leader alone.
-	ErrNotLeader = errors.New("zab: membership changes are proposed on the leader")
+	// ErrNotLeader refuses a membership change or a leader transfer asked
+	// of a member that does not lead: both are decided by the leader
+	// alone.
+	ErrNotLeader = errors.New("zab: this member does not lead")
 	// ErrChangePending refuses a change while another has not committed.
 	ErrChangePending = errors.New("zab: a membership change is still pending")
 	// ErrStaleMembership refuses a change that names a version other than
