@@ -1,0 +1,422 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The membership tests change a 3-process ensemble under the two-face
+// workload (etcd puts, CAS and linearizable reads, ZooKeeper sessions,
+// watches, a lock), through the real etcdctl as an operator would, and
+// after the change check what every other ensemble test checks (Results.Check:
+// porcupine linearizability of both faces, no acknowledged write lost,
+// watches gap-free, lock tokens unique) plus that every member still in
+// the ensemble holds the same history through one revision and the same
+// HashKV there (checkAgreement).
+//
+// Node 1 (index 0) is never removed: the workload pins a watch and some
+// clients to it. Removed members are stopped right after their removal
+// commits, as the operator's procedure says.
+
+// membershipRun is one membership test's ensemble and its running workload.
+type membershipRun struct {
+	t      *testing.T
+	c      *Cluster
+	res    *Results
+	cancel context.CancelFunc
+	ctx    context.Context // bounds the test's own calls
+}
+
+// startMembershipRun starts a 3-process ensemble and the workload on it.
+// The workload stops (and its clients are waited for) when the test ends,
+// whether it passes or not.
+func startMembershipRun(t *testing.T) *membershipRun {
+	c := Start(t, Options{Binary: binary, Nodes: 3})
+	mustLeader(t, c)
+	wctx, cancel := context.WithCancel(context.Background())
+	w := Workload{EtcdEndpoints: c.EtcdEndpoints(), ZKServers: c.ZKServers()}
+	res := w.Start(wctx, t)
+	ctx, ctxCancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(func() {
+		cancel()
+		res.Wait()
+		ctxCancel()
+	})
+	return &membershipRun{t: t, c: c, res: res, cancel: cancel, ctx: ctx}
+}
+
+// refusals are etcd's errors for a change refused with nothing done,
+// which the operator retries: no leader (an election after the leader was
+// removed or moved), a change still pending, a learner not yet in sync.
+var refusals = []string{"etcdserver: no leader", "etcdserver: unhealthy cluster", "can only promote a learner member which is in sync with leader", "etcdserver: too many requests"}
+
+// etcdctl runs etcdctl, retrying while the ensemble refuses the command
+// (see retry), and fails the test on any other error.
+func (r *membershipRun) etcdctl(args ...string) string {
+	r.t.Helper()
+	var out string
+	r.retry(func() (err error) {
+		out, err = r.c.Etcdctl(r.ctx, args...)
+		return err
+	})
+	return out
+}
+
+// retry calls f until it succeeds, while it fails with one of the
+// refusals, and fails the test on any other error.
+func (r *membershipRun) retry(f func() error) {
+	r.t.Helper()
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		refused := slices.ContainsFunc(refusals, func(s string) bool { return strings.Contains(err.Error(), s) })
+		if !refused || r.ctx.Err() != nil {
+			r.t.Fatal(err)
+		}
+		r.t.Logf("refused, retrying: %v", err)
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// add adds a fresh node with etcdctl member add (as a learner or a
+// voter), starts it with --initial-cluster-state existing on its empty data
+// dir, with --id as etcdctl printed the ID (0x in front), and waits until
+// it has caught up with the ensemble. It returns the node's index.
+func (r *membershipRun) add(learner bool) int {
+	r.t.Helper()
+	n := r.c.NewNode()
+	var (
+		printed string
+		id      uint64
+	)
+	r.retry(func() (err error) {
+		printed, id, err = r.c.MemberAdd(r.ctx, n, "joiner-"+n.PeerAddr, learner)
+		return err
+	})
+	r.t.Logf("etcdctl member add (learner %v) printed ID %s (%d)", learner, printed, id)
+	n.ID = id
+	voters, observers := r.configuration(n)
+	i, err := r.c.Join(n, id, "0x"+printed, voters, observers)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.caughtUp(i)
+	return i
+}
+
+// configuration returns the nodes of the ensemble as member list shows
+// it, voters and learners apart; joining is a node not started yet.
+func (r *membershipRun) configuration(joining *Node) (voters, learners []*Node) {
+	r.t.Helper()
+	byID := map[uint64]*Node{joining.ID: joining}
+	for _, n := range r.c.Nodes {
+		byID[n.ID] = n
+	}
+	members, err := r.c.MemberList(r.ctx)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	for _, m := range members {
+		n := byID[m.ID]
+		if n == nil {
+			r.t.Fatalf("member list names member %x, which this test never started: %+v", m.ID, members)
+		}
+		if m.IsLearner {
+			learners = append(learners, n)
+		} else {
+			voters = append(voters, n)
+		}
+	}
+	return voters, learners
+}
+
+// caughtUp waits until node i has applied a write made through the
+// ensemble after it started.
+func (r *membershipRun) caughtUp(i int) {
+	r.t.Helper()
+	resp, err := etcdClient(r.t, r.c.RunningEtcdEndpoints()).Put(r.ctx, readyKey, "caught-up")
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if err := r.c.CaughtUp(r.ctx, i, resp.Header.Revision); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *membershipRun) promote(i int) {
+	r.t.Helper()
+	r.etcdctl("member", "promote", hexID(r.c.Nodes[i].ID))
+}
+
+// remove removes node i with etcdctl member remove, then stops its
+// process, as the procedure says.
+func (r *membershipRun) remove(i int) {
+	r.t.Helper()
+	r.etcdctl("member", "remove", hexID(r.c.Nodes[i].ID))
+	if err := r.c.Stop(i, 30*time.Second); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// expectMembers checks that member list shows exactly these voters and
+// learners (node indexes).
+func (r *membershipRun) expectMembers(voters, learners []int) {
+	r.t.Helper()
+	ids := func(idx []int) []uint64 {
+		var out []uint64
+		for _, i := range idx {
+			out = append(out, r.c.Nodes[i].ID)
+		}
+		slices.Sort(out)
+		return out
+	}
+	var gotV, gotL []uint64
+	members, err := r.c.MemberList(r.ctx)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	for _, m := range members {
+		if m.IsLearner {
+			gotL = append(gotL, m.ID)
+		} else {
+			gotV = append(gotV, m.ID)
+		}
+	}
+	if !slices.Equal(gotV, ids(voters)) || !slices.Equal(gotL, ids(learners)) {
+		r.t.Fatalf("member list shows voters %v and learners %v, want %v and %v (%+v)", gotV, gotL, ids(voters), ids(learners), members)
+	}
+}
+
+// settle waits for a leader every running member follows and for the
+// workload to make progress of every kind since before.
+func (r *membershipRun) settle(what string, before map[string]int) {
+	r.t.Helper()
+	if _, err := waitLeader(r.c); err != nil {
+		r.t.Fatalf("after %s: %v", what, err)
+	}
+	pctx, cancel := context.WithTimeout(r.ctx, 60*time.Second)
+	defer cancel()
+	if err := r.res.WaitProgress(pctx, before, minPerFault); err != nil {
+		r.t.Fatalf("after %s: %v", what, err)
+	}
+	r.t.Logf("%s: done, the workload goes on", what)
+}
+
+// finish stops the workload and runs every check.
+func (r *membershipRun) finish() {
+	r.t.Helper()
+	r.cancel()
+	r.res.Wait()
+	r.res.Check(r.t)
+	checkAgreement(r.t, r.c)
+}
+
+// checkAgreement writes an end marker and checks that every running node
+// holds the same history (its own watch from revision 1) through it and
+// the same HashKV at it.
+func checkAgreement(t *testing.T, c *Cluster) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cli := etcdClient(t, c.RunningEtcdEndpoints())
+	var end int64
+	for {
+		resp, err := cli.Put(ctx, "/_membership_end", "")
+		if err == nil {
+			end = resp.Header.Revision
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("end marker: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var (
+		first  []event
+		firstI = -1
+		hashes []string // per running node, "id:hash", for the messages
+		hash0  uint32
+	)
+	for i, n := range c.Nodes {
+		if !c.Running(i) {
+			continue
+		}
+		if err := c.CaughtUp(ctx, i, end); err != nil {
+			t.Fatal(err)
+		}
+		h, err := memberHistory(ctx, t, c, i, end)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hash, err := etcdClient(t, []string{n.EtcdAddr}).HashKV(ctx, n.EtcdAddr, end)
+		if err != nil {
+			t.Fatalf("node %d: HashKV at %d: %v", n.ID, end, err)
+		}
+		hashes = append(hashes, fmt.Sprintf("%d:%08x", n.ID, hash.Hash))
+		if firstI < 0 {
+			first, firstI, hash0 = h, i, hash.Hash
+			continue
+		}
+		if err := compareHistories(first, h); err != nil {
+			t.Errorf("nodes %d and %d hold different histories through revision %d: %v", c.Nodes[firstI].ID, n.ID, end, err)
+		}
+		if hash.Hash != hash0 {
+			t.Errorf("HashKV at %d differs: %v", end, hashes)
+		}
+	}
+	t.Logf("every running member holds the same %d events through revision %d; HashKV %v", len(first), end, hashes)
+}
+
+// TestClusterMemberAddPromoteRemove is an operator's learner procedure
+// under load: etcdctl member add --learner, the new process started with
+// --initial-cluster-state existing on an empty data dir (it catches up by
+// snapshot, the ensemble having written since), etcdctl member promote,
+// then etcdctl member remove of an original member (node 3) and its stop.
+func TestClusterMemberAddPromoteRemove(t *testing.T) {
+	r := startMembershipRun(t)
+	before := r.res.Acks()
+	n4 := r.add(true)
+	r.expectMembers([]int{0, 1, 2}, []int{n4})
+	r.settle("member add --learner and its start", before)
+
+	before = r.res.Acks()
+	r.promote(n4)
+	r.expectMembers([]int{0, 1, 2, n4}, nil)
+	r.settle("member promote", before)
+
+	before = r.res.Acks()
+	if l, err := r.c.Leader(r.ctx); err == nil && l == 2 {
+		t.Logf("node 3, which is removed next, leads")
+	}
+	r.remove(2)
+	r.expectMembers([]int{0, 1, n4}, nil)
+	r.settle("member remove of node 3", before)
+	r.finish()
+}
+
+// TestClusterGrowAndShrink grows the ensemble from 3 to 5 voters (two
+// learners added, started and promoted) and back to 3 (the leader removed
+// when it is not node 1, and one original and one added member otherwise)
+// under load. Between the steps, an original member is restarted with
+// its original, now stale, --peers: the configuration it stored wins.
+func TestClusterGrowAndShrink(t *testing.T) {
+	r := startMembershipRun(t)
+	var added []int
+	for range 2 {
+		before := r.res.Acks()
+		i := r.add(true)
+		r.promote(i)
+		added = append(added, i)
+		r.settle(fmt.Sprintf("node %d added and promoted", r.c.Nodes[i].ID), before)
+	}
+	r.expectMembers([]int{0, 1, 2, added[0], added[1]}, nil)
+
+	// Node 2 still has --peers naming nodes 1-3 only.
+	before := r.res.Acks()
+	r.restartStale(1)
+	r.expectMembers([]int{0, 1, 2, added[0], added[1]}, nil)
+	r.settle("restart of node 2 with stale --peers in a 5-member ensemble", before)
+
+	// Shrink: remove the leader first when the workload can do without it
+	// (any node but node 1), then another of the originals or the added.
+	var victims []int
+	if l, err := r.c.Leader(r.ctx); err == nil && l != 0 {
+		victims = append(victims, l)
+	}
+	for _, i := range []int{2, added[0], 1} {
+		if len(victims) < 2 && !slices.Contains(victims, i) {
+			victims = append(victims, i)
+		}
+	}
+	for _, i := range victims {
+		before := r.res.Acks()
+		id := r.c.Nodes[i].ID
+		r.remove(i)
+		r.settle(fmt.Sprintf("member remove of node %d", id), before)
+	}
+	var remaining []int
+	for _, i := range []int{0, 1, 2, added[0], added[1]} {
+		if !slices.Contains(victims, i) {
+			remaining = append(remaining, i)
+		}
+	}
+	r.expectMembers(remaining, nil)
+
+	// Node 1's --peers names members that are gone now.
+	before = r.res.Acks()
+	r.restartStale(0)
+	r.expectMembers(remaining, nil)
+	r.settle("restart of node 1 with stale --peers in the shrunk ensemble", before)
+	r.finish()
+}
+
+// restartStale restarts node i (SIGTERM, start) with the flags it was
+// first started with, whose --peers no longer name the ensemble.
+func (r *membershipRun) restartStale(i int) {
+	r.t.Helper()
+	if err := r.c.Stop(i, 30*time.Second); err != nil {
+		r.t.Fatal(err)
+	}
+	if err := r.c.Restart(i); err != nil {
+		r.t.Fatal(err)
+	}
+	r.caughtUp(i)
+}
+
+// TestClusterReplaceKilledMember replaces a member lost with its disk:
+// node 3 is killed with SIGKILL, removed with etcdctl member remove while
+// it is down, and a fresh member is added as a voter (etcd's procedure)
+// and started on an empty data dir, all under load.
+func TestClusterReplaceKilledMember(t *testing.T) {
+	r := startMembershipRun(t)
+	before := r.res.Acks()
+	r.c.Kill(2)
+	r.settle("SIGKILL of node 3", before)
+
+	before = r.res.Acks()
+	r.etcdctl("member", "remove", hexID(r.c.Nodes[2].ID))
+	r.expectMembers([]int{0, 1}, nil)
+	r.settle("member remove of the dead node 3", before)
+
+	before = r.res.Acks()
+	n := r.add(false)
+	r.expectMembers([]int{0, 1, n}, nil)
+	r.settle("a fresh member added and started", before)
+	r.finish()
+}
+
+// TestClusterMoveLeader moves the leadership to each voter in turn with
+// etcdctl move-leader under load, the first leader last.
+func TestClusterMoveLeader(t *testing.T) {
+	r := startMembershipRun(t)
+	first, err := r.c.Leader(r.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []int
+	for i := range r.c.Nodes {
+		if i != first {
+			order = append(order, i)
+		}
+	}
+	order = append(order, first)
+	for _, i := range order {
+		before := r.res.Acks()
+		id := r.c.Nodes[i].ID
+		r.etcdctl("move-leader", hexID(id))
+		// move-leader returns once the target leads; every member must
+		// then name it.
+		l, err := r.c.Leader(r.ctx)
+		if err != nil || l != i {
+			t.Fatalf("after move-leader %x: the leader is node index %d (%v), want node %d", id, l, err, id)
+		}
+		r.settle(fmt.Sprintf("move-leader to node %d", id), before)
+	}
+	r.finish()
+}
