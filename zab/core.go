@@ -37,7 +37,10 @@ type Core struct {
 	// is pending every quorum is counted in both (see quorum).
 	conf  Membership
 	next  *Membership
-	voter bool // votes in conf or next
+	voter bool // votes in conf or next, and is not joining
+	// joining is set until a member started with CoreConfig.Join has
+	// installed its first synchronization.
+	joining bool
 	// savedConf is the version of the configuration last persisted (or
 	// recovered): a configuration entry applied again after a restart
 	// (the state machine had lost its apply) is not persisted over a
@@ -79,6 +82,9 @@ type CoreConfig struct {
 	ID        uint64   // this member
 	Voters    []uint64 // every voting member, this one included if it votes
 	Observers []uint64 // every observer, this one included if it observes
+	// Addrs are the members' peer addresses in the starting
+	// configuration (Voters and Observers); a change names them all.
+	Addrs map[uint64]string
 	// ElectionTicks is the election timeout in ticks (at least 2): how
 	// long a follower waits without hearing its leader, a leader without
 	// hearing a quorum, and the base of every election and
@@ -113,6 +119,12 @@ type CoreConfig struct {
 	// starts from Voters and Observers (version 0). A configuration entry
 	// in Unapplied above it is pending until a leader says it committed.
 	Membership *Membership
+	// Join, for a member that never persisted a configuration, makes it
+	// join a running ensemble: Voters and Observers only say where to
+	// find it, and the member has no vote until its first
+	// synchronization gives it the leader's configuration, which it then
+	// persists. Ignored when Membership is set.
+	Join bool
 }
 
 // LogReader reads a member's durable log for its Core. The Core asks only
@@ -363,13 +375,22 @@ func NewCore(cfg CoreConfig) (*Core, error) {
 	}
 	var conf Membership
 	if cfg.Membership != nil {
-		conf = *cfg.Membership
+		conf = cloneMembership(*cfg.Membership)
 	} else {
 		var err error
 		if conf, err = NewMembership(cfg.Voters, cfg.Observers); err != nil {
 			return nil, fmt.Errorf("zab: core: %w", err)
 		}
+		for _, id := range conf.members() {
+			if a := cfg.Addrs[id]; a != "" {
+				if conf.Addrs == nil {
+					conf.Addrs = make(map[uint64]string)
+				}
+				conf.Addrs[id] = a
+			}
+		}
 	}
+	c.joining = cfg.Join && cfg.Membership == nil
 	c.setMembership(conf, nil)
 	c.savedConf = conf.Version
 	for _, e := range cfg.Unapplied {
@@ -470,6 +491,12 @@ func (c *Core) Propose(p Proposal) {
 type MembershipChange struct {
 	ReqID             uint64 // as Proposal.ReqID
 	Voters, Observers []uint64
+	// Addrs is every member's peer address: each voter and observer
+	// needs one.
+	Addrs map[uint64]string
+	// Meta is per-member data zab carries for the server (see
+	// Membership.Meta).
+	Meta map[uint64][]byte
 	// Version is the version of the configuration the change replaces; a
 	// change made against another one is refused (ErrStaleMembership).
 	Version uint64
@@ -488,7 +515,7 @@ func (c *Core) ProposeMembership(ch MembershipChange) {
 		c.refuse(ch.ReqID, err)
 		return
 	}
-	m, _ := NewMembership(ch.Voters, ch.Observers)
+	m := c.changed(ch)
 	if !c.leaderAppend(c.id, ch.ReqID, EntryMembership, EncodeMembership(m), ch.Time) {
 		c.refuse(ch.ReqID, ErrNoLeader)
 	}
@@ -508,6 +535,11 @@ func (c *Core) checkChange(ch MembershipChange) error {
 	if err != nil {
 		return err
 	}
+	for _, id := range m.members() {
+		if ch.Addrs[id] == "" {
+			return fmt.Errorf("zab: member %d has no peer address", id)
+		}
+	}
 	for _, id := range m.Voters {
 		if id == c.id || c.conf.IsVoter(id) || !c.conf.IsMember(id) {
 			continue // already votes, or added as a voter directly
@@ -518,6 +550,24 @@ func (c *Core) checkChange(ch MembershipChange) error {
 		}
 	}
 	return nil
+}
+
+// changed returns the configuration a checked change proposes: only its
+// members' addresses and metadata, and a LastID that never goes back.
+func (c *Core) changed(ch MembershipChange) Membership {
+	m, _ := NewMembership(ch.Voters, ch.Observers)
+	m.LastID = max(m.LastID, c.conf.LastID)
+	m.Addrs = make(map[uint64]string)
+	for _, id := range m.members() {
+		m.Addrs[id] = ch.Addrs[id]
+		if v := ch.Meta[id]; len(v) > 0 {
+			if m.Meta == nil {
+				m.Meta = make(map[uint64][]byte)
+			}
+			m.Meta[id] = slices.Clone(v)
+		}
+	}
+	return m
 }
 
 // ReadIndex asks for a read index for local request id; Ready.Answers
@@ -773,7 +823,7 @@ func (c *Core) newNonce() uint64 {
 // pending one (nil if none).
 func (c *Core) setMembership(conf Membership, next *Membership) {
 	c.conf, c.next = conf, next
-	c.voter = c.isVoter(c.id)
+	c.voter = !c.joining && c.isVoter(c.id)
 }
 
 // quorum reports whether has holds for a majority of the voters of every

@@ -209,8 +209,15 @@ func (env *scriptEnv) run(cmd string) string {
 	case "reconfig":
 		n := env.nodes[env.num(args, "id", 0)]
 		env.now++
-		n.core.ProposeMembership(MembershipChange{ReqID: env.num(args, "req", 0), Voters: env.idList(args["voters"]),
-			Observers: env.idList(args["observers"]), Version: env.num(args, "version", 0), Time: env.now})
+		ch := MembershipChange{ReqID: env.num(args, "req", 0), Voters: env.idList(args["voters"]),
+			Observers: env.idList(args["observers"]), Version: env.num(args, "version", 0), Time: env.now,
+			Addrs: map[uint64]string{}}
+		for _, id := range append(slices.Clone(ch.Voters), ch.Observers...) {
+			if _, none := args["noaddr"]; !none {
+				ch.Addrs[id] = fmt.Sprintf("m%d:2888", id)
+			}
+		}
+		n.core.ProposeMembership(ch)
 	case "members":
 		for _, id := range env.ids(args) {
 			n := env.nodes[id]

@@ -196,7 +196,7 @@ func (e *election) checkEstablished(c *Core, leader uint64, epoch uint32) {
 	}
 	agrees := func(id uint64) bool {
 		if id == c.id {
-			return true // counted only where it votes
+			return c.voter // a joining member listed as a voter has no vote yet
 		}
 		m, ok := e.ooe[id]
 		return ok && m.Leader == leader && m.Epoch == epoch

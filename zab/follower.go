@@ -249,6 +249,7 @@ func (c *Core) applySync(msg *Message) error {
 	}
 	c.tail = append(c.tail, in.Entries...)
 	c.lastIndex, c.lastZxid, c.lastTime = last, lastZxid, lastTime
+	c.joined()
 	c.written, c.durable = last, last
 	c.rd.Sync = in
 	c.urgent = true

@@ -80,6 +80,14 @@ type Config struct {
 	Peers map[uint64]string
 	// Observers receive every commit but never vote: ID → peer address.
 	Observers map[uint64]string
+	// Join starts a member that is to join a running ensemble (etcd's
+	// --initial-cluster-state existing) and has never persisted a
+	// configuration: Peers and Observers, which must name it, are only
+	// where to find the ensemble. It has no vote until its first
+	// synchronization gives it the ensemble's configuration, which it then
+	// persists; an operator adds it to the configuration first. A member
+	// that persisted a configuration ignores Join.
+	Join bool
 	// Transport carries peer messages. nil means a TCP transport listening
 	// on this member's address, created by Open and closed by Close. A
 	// Transport passed in is not closed by Close.
@@ -303,6 +311,10 @@ type proposal struct {
 	// leaderEpoch, when not 0, fences the proposal to this member's
 	// leadership of that epoch (see SubmitAsLeader).
 	leaderEpoch uint32
+	// change, when set, makes this a membership change rather than data;
+	// conf is then the configuration its applied entry carries.
+	change *MembershipChange
+	conf   *Membership
 }
 
 type result struct {

@@ -36,11 +36,20 @@ type Membership struct {
 	Index     uint64
 	Voters    []uint64 // sorted, at least one
 	Observers []uint64 // sorted, none of them a voter
+	// Addrs is every member's peer address (voters and observers), by ID.
+	Addrs map[uint64]string
+	// Meta is, per member, data zab carries without reading it: the
+	// server keeps each member's name and client addresses there.
+	Meta map[uint64][]byte
+	// LastID is the highest member ID any configuration of this ensemble
+	// has named: a member added later gets a higher one, so that an ID
+	// never names two members.
+	LastID uint64
 }
 
 // NewMembership returns the configuration of voters and observers, sorted,
 // or an error if it is not one (no voter, an ID twice or in both roles, ID
-// 0).
+// 0). Its LastID is its highest ID; it has no addresses.
 func NewMembership(voters, observers []uint64) (Membership, error) {
 	m := Membership{Voters: slices.Clone(voters), Observers: slices.Clone(observers)}
 	slices.Sort(m.Voters)
@@ -58,7 +67,14 @@ func NewMembership(voters, observers []uint64) (Membership, error) {
 			return Membership{}, fmt.Errorf("zab: membership names member %d twice", id)
 		}
 	}
+	m.LastID = all[len(all)-1]
 	return m, nil
+}
+
+// members returns the voters, then the observers: the order of the
+// per-member fields in the encoding.
+func (m *Membership) members() []uint64 {
+	return append(slices.Clone(m.Voters), m.Observers...)
 }
 
 // IsVoter reports whether id votes in m.
@@ -110,8 +126,10 @@ func (m *Membership) String() string {
 }
 
 // EncodeMembership returns the Data of an EntryMembership entry for m: the
-// voters, then the observers, each as a count and IDs (uvarints). Version
-// and Index are not in it: they are the entry's zxid and index.
+// voters, then the observers, each as a count and IDs (uvarints); then
+// LastID; then for each member in that order its address and its Meta,
+// each as a length and bytes. Version and Index are not in it: they are
+// the entry's zxid and index.
 func EncodeMembership(m Membership) []byte {
 	var b []byte
 	for _, ids := range [][]uint64{m.Voters, m.Observers} {
@@ -120,35 +138,96 @@ func EncodeMembership(m Membership) []byte {
 			b = binary.AppendUvarint(b, id)
 		}
 	}
+	b = binary.AppendUvarint(b, m.LastID)
+	for _, id := range m.members() {
+		b = binary.AppendUvarint(b, uint64(len(m.Addrs[id])))
+		b = append(b, m.Addrs[id]...)
+		b = binary.AppendUvarint(b, uint64(len(m.Meta[id])))
+		b = append(b, m.Meta[id]...)
+	}
 	return b
 }
 
 // membershipOf decodes the configuration an EntryMembership entry carries.
 func membershipOf(e Entry) (Membership, error) {
-	b := e.Data
-	var lists [2][]uint64
-	for i := range lists {
-		n, k := binary.Uvarint(b)
-		if k <= 0 || n > uint64(len(b)) {
-			return Membership{}, fmt.Errorf("zab: membership entry %d: malformed", e.Index)
-		}
-		b = b[k:]
-		for range n {
-			id, k := binary.Uvarint(b)
-			if k <= 0 {
-				return Membership{}, fmt.Errorf("zab: membership entry %d: malformed", e.Index)
-			}
-			b = b[k:]
-			lists[i] = append(lists[i], id)
-		}
-	}
-	if len(b) != 0 {
-		return Membership{}, fmt.Errorf("zab: membership entry %d: %d bytes after the configuration", e.Index, len(b))
-	}
-	m, err := NewMembership(lists[0], lists[1])
+	m, err := decodeMembership(e.Data)
 	if err != nil {
 		return Membership{}, fmt.Errorf("zab: membership entry %d: %w", e.Index, err)
 	}
 	m.Version, m.Index = e.Zxid, e.Index
+	return m, nil
+}
+
+// decodeMembership decodes what EncodeMembership encoded.
+func decodeMembership(b []byte) (Membership, error) {
+	malformed := errors.New("malformed")
+	uvarint := func() (uint64, error) {
+		v, k := binary.Uvarint(b)
+		if k <= 0 {
+			return 0, malformed
+		}
+		b = b[k:]
+		return v, nil
+	}
+	bytesField := func() ([]byte, error) {
+		n, err := uvarint()
+		if err != nil || n > uint64(len(b)) {
+			return nil, malformed
+		}
+		v := b[:n:n]
+		b = b[n:]
+		return v, nil
+	}
+	var lists [2][]uint64
+	for i := range lists {
+		n, err := uvarint()
+		if err != nil || n > uint64(len(b)) {
+			return Membership{}, malformed
+		}
+		for range n {
+			id, err := uvarint()
+			if err != nil {
+				return Membership{}, malformed
+			}
+			lists[i] = append(lists[i], id)
+		}
+	}
+	m, err := NewMembership(lists[0], lists[1])
+	if err != nil {
+		return Membership{}, err
+	}
+	last, err := uvarint()
+	if err != nil {
+		return Membership{}, malformed
+	}
+	if last < m.LastID {
+		return Membership{}, fmt.Errorf("last member ID %d below member %d", last, m.LastID)
+	}
+	m.LastID = last
+	for _, id := range append(slices.Clone(lists[0]), lists[1]...) {
+		addr, err := bytesField()
+		if err != nil {
+			return Membership{}, err
+		}
+		meta, err := bytesField()
+		if err != nil {
+			return Membership{}, err
+		}
+		if len(addr) > 0 {
+			if m.Addrs == nil {
+				m.Addrs = make(map[uint64]string)
+			}
+			m.Addrs[id] = string(addr)
+		}
+		if len(meta) > 0 {
+			if m.Meta == nil {
+				m.Meta = make(map[uint64][]byte)
+			}
+			m.Meta[id] = slices.Clone(meta)
+		}
+	}
+	if len(b) != 0 {
+		return Membership{}, fmt.Errorf("%d bytes after the configuration", len(b))
+	}
 	return m, nil
 }

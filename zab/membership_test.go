@@ -1,6 +1,8 @@
 package zab
 
 import (
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -69,5 +71,35 @@ func TestQuorumValue(t *testing.T) {
 				t.Fatalf("quorumValue = %d, %v; want %d, %v", got, ok, tc.want, tc.ok)
 			}
 		})
+	}
+}
+
+// TestMembershipEncoding checks that a configuration entry carries every
+// field but Version and Index (the entry's own), and that damaged data is
+// an error rather than another configuration.
+func TestMembershipEncoding(t *testing.T) {
+	m, err := NewMembership([]uint64{1, 2, 3}, []uint64{7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.LastID = 9
+	m.Addrs = map[uint64]string{1: "a:1", 2: "b:2", 3: "c:3", 7: "d:4"}
+	m.Meta = map[uint64][]byte{2: []byte("name=two"), 7: {0, 1}}
+	data := EncodeMembership(m)
+	got, err := membershipOf(Entry{Index: 5, Zxid: MakeZxid(2, 1), Kind: EntryMembership, Data: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Version, m.Index = MakeZxid(2, 1), 5
+	if !reflect.DeepEqual(got, m) {
+		t.Fatalf("decoded %+v, want %+v", got, m)
+	}
+	for n := range len(data) {
+		if _, err := membershipOf(Entry{Index: 5, Data: data[:n]}); err == nil {
+			t.Errorf("decoding the first %d of %d bytes: no error", n, len(data))
+		}
+	}
+	if _, err := membershipOf(Entry{Index: 5, Data: append(slices.Clone(data), 0)}); err == nil {
+		t.Error("a trailing byte: no error")
 	}
 }

@@ -73,3 +73,65 @@ func writeEpochs(dir string, e Epochs) error {
 	}
 	return nil
 }
+
+// membershipFileName holds the last committed configuration the member
+// applied (Ready.Membership), next to the epoch file and replaced
+// atomically like it. A member without one starts from its configured
+// peers (version 0).
+const membershipFileName = "membership"
+
+const membershipMagic = "JZMB"
+
+// encodeMembershipFile is the magic, the configuration's version and
+// index, its entry encoding (EncodeMembership) and a checksum of all that.
+func encodeMembershipFile(m Membership) []byte {
+	b := append([]byte(nil), membershipMagic...)
+	b = binary.LittleEndian.AppendUint64(b, m.Version)
+	b = binary.LittleEndian.AppendUint64(b, m.Index)
+	b = append(b, EncodeMembership(m)...)
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, crcTable))
+}
+
+func decodeMembershipFile(b []byte) (Membership, error) {
+	const head = 4 + 8 + 8
+	if len(b) < head+4 || string(b[:4]) != membershipMagic {
+		return Membership{}, errors.New("not a membership file")
+	}
+	body, sum := b[:len(b)-4], binary.LittleEndian.Uint32(b[len(b)-4:])
+	if crc32.Checksum(body, crcTable) != sum {
+		return Membership{}, errors.New("membership file checksum mismatch")
+	}
+	m, err := decodeMembership(body[head:])
+	if err != nil {
+		return Membership{}, err
+	}
+	m.Version, m.Index = binary.LittleEndian.Uint64(b[4:]), binary.LittleEndian.Uint64(b[12:])
+	return m, nil
+}
+
+// readMembership returns the persisted configuration, or nil if the
+// member never persisted one.
+func readMembership(dir string) (*Membership, error) {
+	path := filepath.Join(dir, membershipFileName)
+	b, err := osFS{}.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read membership file: %w", err)
+	}
+	m, err := decodeMembershipFile(b)
+	if err != nil {
+		// Replaced atomically: damage is not a torn write.
+		return nil, fmt.Errorf("membership file %s: %w", path, err)
+	}
+	return &m, nil
+}
+
+// writeMembership persists m durably; it returns only once m is on disk.
+func writeMembership(dir string, m Membership) error {
+	if err := writeFileAtomic(osFS{}, filepath.Join(dir, membershipFileName), encodeMembershipFile(m)); err != nil {
+		return fmt.Errorf("persist membership %s: %w", m.String(), err)
+	}
+	return nil
+}

@@ -1,5 +1,10 @@
 package zab
 
+import (
+	"maps"
+	"slices"
+)
+
 // The Core's side of membership changes (see "Membership changes" in
 // docs/design.md): a configuration entry is pending from the moment it is
 // in this member's log until this member knows it committed; then it is
@@ -80,9 +85,18 @@ func (c *Core) learnMembership(m *Membership) {
 // syncMembership is the active configuration a SYNC carries.
 func (c *Core) syncMembership() *Membership { return new(cloneMembership(c.conf)) }
 
+// cloneMembership returns a copy of m that shares nothing with it.
 func cloneMembership(m Membership) Membership {
 	m.Voters = append([]uint64(nil), m.Voters...)
 	m.Observers = append([]uint64(nil), m.Observers...)
+	m.Addrs = maps.Clone(m.Addrs)
+	if m.Meta != nil {
+		meta := make(map[uint64][]byte, len(m.Meta))
+		for id, v := range m.Meta {
+			meta[id] = slices.Clone(v)
+		}
+		m.Meta = meta
+	}
 	return m
 }
 
@@ -143,4 +157,22 @@ func (c *Core) Membership() (active Membership, pending *Membership) {
 		pending = new(cloneMembership(*c.next))
 	}
 	return active, pending
+}
+
+// joined ends a joining member's wait at its first synchronization: the
+// configuration the leader sent is now this member's (adopted in
+// applySync, or still its starting one if the leader's is older), its
+// vote counts where that configuration says, and the configuration is
+// persisted so that a restart no longer joins.
+func (c *Core) joined() {
+	if !c.joining {
+		return
+	}
+	c.joining = false
+	c.setMembership(c.conf, c.next)
+	if c.rd.Membership == nil {
+		c.rd.Membership = new(cloneMembership(c.conf))
+		c.savedConf = c.conf.Version
+	}
+	c.log.Info("zab joined the ensemble", "id", c.id, "membership", c.conf.String(), "votes", c.voter)
 }

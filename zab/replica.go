@@ -41,6 +41,11 @@ type replica struct {
 
 	smu    sync.Mutex
 	status Status // published by the loop
+	// conf and next are the Core's configurations as last published
+	// (see publishMembership); confSet once they have been.
+	conf    Membership
+	next    *Membership
+	confSet bool
 
 	// Loop-owned.
 	rpcs         map[uint64]*rpcWait // local ReadIndex and Call, by request ID
@@ -113,21 +118,28 @@ func openReplicated(cfg Config, sm StateMachine, lock *dirLock) (*Member, error)
 			return nil, err
 		}
 	}
+	// The last configuration this member applied, if it persisted one,
+	// names the ensemble; the configured peers only start a new one (or,
+	// joining, say where to find it).
+	conf, err := readMembership(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	all := make(map[uint64]string)
+	for id, a := range cfg.Peers {
+		all[id] = a
+	}
+	for id, a := range cfg.Observers {
+		all[id] = a
+	}
 	tr := cfg.Transport
 	owns := false
 	if tr == nil {
-		addr := cfg.Peers[cfg.ID]
-		if addr == "" {
-			addr = cfg.Observers[cfg.ID]
+		peers := all
+		if conf != nil {
+			peers = conf.Addrs
 		}
-		all := make(map[uint64]string)
-		for id, a := range cfg.Peers {
-			all[id] = a
-		}
-		for id, a := range cfg.Observers {
-			all[id] = a
-		}
-		tr, err = NewTCPTransport(TCPConfig{ID: cfg.ID, Listen: addr, Peers: all, Logger: cfg.Logger, TLS: cfg.PeerTLS})
+		tr, err = NewTCPTransport(TCPConfig{ID: cfg.ID, Listen: all[cfg.ID], Peers: peers, Logger: cfg.Logger, TLS: cfg.PeerTLS})
 		if err != nil {
 			return nil, err
 		}
@@ -174,6 +186,9 @@ func openReplicated(cfg Config, sm StateMachine, lock *dirLock) (*Member, error)
 		LastTime:       w.lastTime,
 		Applied:        applied,
 		Unapplied:      tail,
+		Addrs:          all,
+		Membership:     conf,
+		Join:           cfg.Join,
 	}
 	for id := range cfg.Peers {
 		ccfg.Voters = append(ccfg.Voters, id)
@@ -189,8 +204,10 @@ func openReplicated(cfg Config, sm StateMachine, lock *dirLock) (*Member, error)
 	r.apply.init()
 	r.lw = newLogWriter(w, w.lastIndex, cfg.CheckSpace, cfg.NoSpaceRetry)
 	m.rep = r
-	_, voter := cfg.Peers[cfg.ID]
-	cfg.Logger.Info("zab member started", "id", cfg.ID, "voters", r.core.conf.Voters, "observer", !voter,
+	if conf != nil && cfg.Join {
+		cfg.Logger.Info("zab member has a configuration; not joining", "id", cfg.ID, "membership", conf.String())
+	}
+	cfg.Logger.Info("zab member started", "id", cfg.ID, "membership", r.core.conf.String(), "votes", r.core.voter, "joining", r.core.joining,
 		"accepted_epoch", ep.Accepted, "current_epoch", ep.Current, "last_index", w.lastIndex,
 		"last_zxid", FormatZxid(w.lastZxid), "applied_index", applied)
 
@@ -235,13 +252,19 @@ func (l walReader) FirstIndex() uint64                        { return l.w.first
 // submit registers a proposal and queues it for the protocol loop, which
 // hands proposals to the Core in queue order.
 func (r *replica) submit(ctx context.Context, data []byte, leaderEpoch uint32) (*proposal, error) {
+	p := &proposal{ctx: ctx, data: append([]byte(nil), data...), done: make(chan result, 1), leaderEpoch: leaderEpoch}
+	return p, r.enqueue(p)
+}
+
+// enqueue registers p as waiting for its entry and queues it for the
+// protocol loop.
+func (r *replica) enqueue(p *proposal) error {
 	m := r.m
 	if err := r.lw.noSpaceErr(); err != nil {
 		// This member could not log (or so apply) the entry: refuse it
 		// here rather than commit it elsewhere and wait.
-		return nil, fmt.Errorf("%w: %w", ErrNoSpace, err)
+		return fmt.Errorf("%w: %w", ErrNoSpace, err)
 	}
-	p := &proposal{ctx: ctx, data: append([]byte(nil), data...), done: make(chan result, 1), leaderEpoch: leaderEpoch}
 	r.wmu.Lock()
 	r.reqSeq++
 	p.reqID = r.reqSeq
@@ -249,13 +272,13 @@ func (r *replica) submit(ctx context.Context, data []byte, leaderEpoch uint32) (
 	r.wmu.Unlock()
 	select {
 	case r.inbox <- loopEvent{prop: p}:
-		return p, nil
+		return nil
 	case <-m.stopCh:
 		r.takeWaiter(p.reqID)
-		return nil, m.stoppedErr()
-	case <-ctx.Done():
+		return m.stoppedErr()
+	case <-p.ctx.Done():
 		r.takeWaiter(p.reqID)
-		return nil, ctx.Err()
+		return p.ctx.Err()
 	}
 }
 
@@ -431,12 +454,13 @@ func (r *replica) carryOut(rd Ready) error {
 			return err
 		}
 	}
-	// 3. A committed configuration would be persisted here. This driver
-	// has no membership file, and neither its log nor its wire encoding
-	// carries an entry's kind yet, so nothing it runs can propose one;
-	// should a Ready ask, the member stops rather than forget it.
+	// 3. The committed configuration, before the entries that carry it
+	// reach the applier: a restarted member never holds an applied
+	// configuration entry its membership file does not reflect.
 	if rd.Membership != nil {
-		return fmt.Errorf("zab: membership change %s: not supported by this member yet", rd.Membership)
+		if err := writeMembership(r.cfg.Dir, *rd.Membership); err != nil {
+			return err
+		}
 	}
 	// Committed entries to the applier.
 	if len(rd.Committed) > 0 {
@@ -462,7 +486,8 @@ func (r *replica) carryOut(rd Ready) error {
 		r.lw.enqueue(rd.Entries)
 		r.written = rd.Entries[len(rd.Entries)-1].Index
 	}
-	// 6. Messages.
+	// 6. Messages, to the members of the configurations in play.
+	r.publishMembership()
 	if rd.HeartbeatRound != 0 {
 		r.hbRound, r.hbSentAt = rd.HeartbeatRound, time.Now()
 	}
@@ -648,7 +673,13 @@ func (r *replica) handleProposal(p *proposal) {
 		}
 		return
 	}
-	r.core.Propose(Proposal{ReqID: p.reqID, Data: p.data, LeaderEpoch: p.leaderEpoch, Time: r.cfg.Clock().UnixMilli()})
+	now := r.cfg.Clock().UnixMilli()
+	if ch := p.change; ch != nil {
+		ch.ReqID, ch.Time = p.reqID, now
+		r.core.ProposeMembership(*ch)
+		return
+	}
+	r.core.Propose(Proposal{ReqID: p.reqID, Data: p.data, LeaderEpoch: p.leaderEpoch, Time: now})
 }
 
 // takeIfGone reports whether p is no longer waiting (its caller gave up).
@@ -778,6 +809,13 @@ func (r *replica) applyEntries(ents []Entry) error {
 	for i, e := range ents {
 		if e.Origin == r.id {
 			if p := r.takeWaiter(e.ReqID); p != nil {
+				if p.change != nil {
+					conf, err := membershipOf(e)
+					if err != nil {
+						return err // the Core decoded it already: cannot happen
+					}
+					p.conf = &conf
+				}
 				p.finish(results[i], nil)
 			}
 		}

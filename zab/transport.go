@@ -19,3 +19,15 @@ type Transport interface {
 	// Close stops the transport and releases its connections.
 	Close() error
 }
+
+// PeerSetter is a Transport whose peers follow the configuration: the
+// driver calls SetPeers with the address of every member of the
+// configurations in play whenever they change. A transport that reaches
+// members some other way (MemNetwork) need not implement it.
+type PeerSetter interface {
+	// SetPeers makes peers (ID → address; this member's own entry is
+	// ignored) the members messages go to: a new one is dialed, one whose
+	// address changed is dialed there, and one no longer named is sent
+	// what is already queued for it, then no more.
+	SetPeers(peers map[uint64]string)
+}

@@ -89,8 +89,12 @@ type TCPTransport struct {
 	log    *slog.Logger
 	ln     net.Listener
 	recv   chan Envelope
-	peers  map[uint64]*tcpPeer
 	stopCh chan struct{}
+	// peers are the members messages go to (see SetPeers); known are the
+	// IDs ever among them, whose inbound connections are accepted.
+	pmu    sync.RWMutex
+	peers  map[uint64]*tcpPeer
+	known  map[uint64]bool
 	wg     sync.WaitGroup // every goroutine but the ones reading inbound connections
 	rwg    sync.WaitGroup // inbound readers
 	mu     sync.Mutex
@@ -99,9 +103,10 @@ type TCPTransport struct {
 }
 
 type tcpPeer struct {
-	id   uint64
-	addr string
-	q    chan Message
+	id     uint64
+	addr   string
+	q      chan Message
+	retire chan struct{} // closed when the peer leaves: send what is queued, then stop
 }
 
 const (
@@ -140,18 +145,11 @@ func NewTCPTransport(cfg TCPConfig) (*TCPTransport, error) {
 		cfg: cfg, log: cfg.Logger.With("component", "zab-transport"), ln: ln,
 		recv:   make(chan Envelope, 8192),
 		peers:  make(map[uint64]*tcpPeer),
+		known:  make(map[uint64]bool),
 		stopCh: make(chan struct{}),
 		conns:  make(map[net.Conn]struct{}),
 	}
-	for id, addr := range cfg.Peers {
-		if id == cfg.ID {
-			continue
-		}
-		p := &tcpPeer{id: id, addr: addr, q: make(chan Message, cfg.QueueSize)}
-		t.peers[id] = p
-		t.wg.Add(1)
-		go t.runSender(p)
-	}
+	t.SetPeers(cfg.Peers)
 	t.wg.Add(1)
 	go t.acceptLoop()
 	return t, nil
@@ -160,9 +158,48 @@ func NewTCPTransport(cfg TCPConfig) (*TCPTransport, error) {
 // Addr is the address the transport listens on.
 func (t *TCPTransport) Addr() net.Addr { return t.ln.Addr() }
 
+// SetPeers implements PeerSetter.
+func (t *TCPTransport) SetPeers(peers map[uint64]string) {
+	t.pmu.Lock()
+	defer t.pmu.Unlock()
+	select {
+	case <-t.stopCh:
+		return // closed: no sender may start
+	default:
+	}
+	for id, p := range t.peers {
+		if addr, ok := peers[id]; !ok || addr != p.addr {
+			t.log.Info("peer leaves", "peer", id, "addr", p.addr)
+			close(p.retire)
+			delete(t.peers, id)
+		}
+	}
+	for id, addr := range peers {
+		if id == t.cfg.ID || t.peers[id] != nil {
+			continue
+		}
+		p := &tcpPeer{id: id, addr: addr, q: make(chan Message, t.cfg.QueueSize), retire: make(chan struct{})}
+		if t.known[id] {
+			t.log.Info("peer joins", "peer", id, "addr", addr)
+		}
+		t.peers[id], t.known[id] = p, true
+		t.wg.Add(1)
+		go t.runSender(p)
+	}
+}
+
+// knows reports whether id was ever a peer.
+func (t *TCPTransport) knows(id uint64) bool {
+	t.pmu.RLock()
+	defer t.pmu.RUnlock()
+	return t.known[id]
+}
+
 // Send implements Transport.
 func (t *TCPTransport) Send(to uint64, m Message) {
+	t.pmu.RLock()
 	p := t.peers[to]
+	t.pmu.RUnlock()
 	if p == nil {
 		return
 	}
@@ -269,7 +306,7 @@ func (t *TCPTransport) readConn(raw net.Conn) {
 	if n <= 0 {
 		return
 	}
-	if _, known := t.cfg.Peers[from]; !known || from == t.cfg.ID {
+	if !t.knows(from) || from == t.cfg.ID {
 		t.log.Warn("connection from an unknown member; closing", "remote", c.RemoteAddr(), "id", from)
 		return
 	}
@@ -399,6 +436,12 @@ func (t *TCPTransport) runSender(p *tcpPeer) {
 		case <-t.stopCh:
 			return
 		case m = <-p.q:
+		case <-p.retire:
+			select {
+			case m = <-p.q:
+			default:
+				return // everything queued before it left is sent
+			}
 		}
 		for c == nil {
 			d := net.Dialer{Timeout: t.cfg.DialTimeout}
@@ -416,6 +459,11 @@ func (t *TCPTransport) runSender(p *tcpPeer) {
 				t.untrack(conn)
 			}
 			t.log.Debug("dial peer", "peer", p.id, "addr", p.addr, "err", err)
+			select {
+			case <-p.retire:
+				return // it left and cannot be reached: what is queued is lost, as for any peer down
+			default:
+			}
 			wait := backoff/2 + rand.N(backoff/2+1)
 			backoff = min(2*backoff, 2*time.Second)
 			select {

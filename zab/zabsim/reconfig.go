@@ -1,6 +1,7 @@
 package zabsim
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/januskv/janus/zab"
@@ -81,8 +82,12 @@ func (s *sim) reconfig(e Event) {
 	l.reqSeq++
 	l.waiters[l.reqSeq] = &waiter{}
 	s.stats.Proposals++
+	addrs := make(map[uint64]string)
+	for _, id := range append(slices.Clone(next.Voters), next.Observers...) {
+		addrs[id] = fmt.Sprintf("m%d:2888", id)
+	}
 	l.core.ProposeMembership(zab.MembershipChange{ReqID: l.reqSeq, Voters: next.Voters, Observers: next.Observers,
-		Version: active.Version, Time: l.wallClock()})
+		Addrs: addrs, Version: active.Version, Time: l.wallClock()})
 	l.readySoon()
 	if e.Arg == ReconfigAdd {
 		// Started with the configuration that adds it, as an operator

@@ -1,0 +1,100 @@
+package zab
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+)
+
+// ErrNotReplicated refuses a membership change on a single member (one
+// started without peers): it runs no Core, and so no configuration to
+// change. Nothing was proposed.
+var ErrNotReplicated = errors.New("zab: a single member cannot change its membership")
+
+// Membership returns this member's view of the active configuration and
+// of the pending one (nil if none); both are copies. A single member
+// reports itself as the one voter, version 0.
+func (m *Member) Membership() (active Membership, pending *Membership) {
+	if m.rep != nil {
+		return m.rep.membership()
+	}
+	active = Membership{Voters: []uint64{m.cfg.ID}, LastID: m.cfg.ID}
+	if a := m.cfg.Peers[m.cfg.ID]; a != "" {
+		active.Addrs = map[uint64]string{m.cfg.ID: a}
+	}
+	return active, nil
+}
+
+// ChangeMembership proposes ch, on the leader, as the configuration that
+// replaces version ch.Version, and returns once its entry is applied on
+// this member, with the configuration it made active. ch.ReqID and ch.Time
+// are set here. A refusal proposes nothing: ErrNotLeader (a follower
+// forwards the change to its leader itself), ErrChangePending,
+// ErrStaleMembership, ErrNotCaughtUp, ErrNotReplicated on a single member,
+// or an error naming what is wrong with the configuration. If ctx ends
+// first, the change may still commit.
+func (m *Member) ChangeMembership(ctx context.Context, ch MembershipChange) (Membership, error) {
+	if m.rep == nil {
+		return Membership{}, ErrNotReplicated
+	}
+	if err := ctx.Err(); err != nil {
+		return Membership{}, err
+	}
+	ch.Voters, ch.Observers = slices.Clone(ch.Voters), slices.Clone(ch.Observers)
+	p, err := m.rep.submitChange(ctx, ch)
+	if err != nil {
+		return Membership{}, err
+	}
+	pd := &Pending{m: m, p: p, rep: m.rep}
+	if _, err := pd.Wait(ctx); err != nil {
+		return Membership{}, err
+	}
+	return *p.conf, nil
+}
+
+// submitChange registers a membership change as a proposal and queues it
+// for the protocol loop.
+func (r *replica) submitChange(ctx context.Context, ch MembershipChange) (*proposal, error) {
+	p := &proposal{ctx: ctx, done: make(chan result, 1), change: &ch}
+	return p, r.enqueue(p)
+}
+
+// membership returns copies of the configurations the loop last
+// published.
+func (r *replica) membership() (Membership, *Membership) {
+	r.smu.Lock()
+	defer r.smu.Unlock()
+	active := cloneMembership(r.conf)
+	var pending *Membership
+	if r.next != nil {
+		pending = new(cloneMembership(*r.next))
+	}
+	return active, pending
+}
+
+// publishMembership copies the Core's configurations for Membership when
+// they changed since the last Ready.
+func (r *replica) publishMembership() {
+	c := r.core
+	same := func(a, b *Membership) bool {
+		return (a == nil) == (b == nil) && (a == nil || (a.Version == b.Version && a.Index == b.Index))
+	}
+	r.smu.Lock()
+	changed := !same(&r.conf, &c.conf) || !same(r.next, c.next) || !r.confSet
+	r.smu.Unlock()
+	if !changed {
+		return
+	}
+	active, pending := c.Membership()
+	r.smu.Lock()
+	r.conf, r.next, r.confSet = active, pending, true
+	r.smu.Unlock()
+	if ps, ok := r.tr.(PeerSetter); ok {
+		addrs := maps.Clone(active.Addrs)
+		if pending != nil {
+			maps.Copy(addrs, pending.Addrs)
+		}
+		ps.SetPeers(addrs)
+	}
+}
