@@ -374,16 +374,20 @@ func short(v string) string {
 }
 
 // memberHistory reads node i's own history: a watch of every key from
-// revision 1 through end (events after it are left out), on a client of that member alone (a member
-// serves watches from its own store).
-func memberHistory(ctx context.Context, t *testing.T, c *Cluster, i int, end int64) ([]event, error) {
+// revision from through end (events after it are left out), on a client of that member alone (a member
+// serves watches from its own store). A member that no longer holds
+// revision from answers with a compactedError.
+func memberHistory(ctx context.Context, t *testing.T, c *Cluster, i int, from, end int64) ([]event, error) {
 	cli := etcdClient(t, []string{c.Nodes[i].EtcdAddr})
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var out []event
-	for resp := range cli.Watch(wctx, "", clientv3.WithPrefix(), clientv3.WithRev(1)) {
+	for resp := range cli.Watch(wctx, "", clientv3.WithPrefix(), clientv3.WithRev(from)) {
+		if resp.CompactRevision > 0 {
+			return out, compactedError{node: c.Nodes[i].ID, from: from, rev: resp.CompactRevision}
+		}
 		if err := resp.Err(); err != nil {
-			return out, fmt.Errorf("node %d: watch from revision 1: %w", c.Nodes[i].ID, err)
+			return out, fmt.Errorf("node %d: watch from revision %d: %w", c.Nodes[i].ID, from, err)
 		}
 		for _, e := range resp.Events {
 			kv := e.Kv
@@ -400,6 +404,17 @@ func memberHistory(ctx context.Context, t *testing.T, c *Cluster, i int, end int
 		}
 	}
 	return out, fmt.Errorf("node %d: watch ended at %d events short of revision %d: %w", c.Nodes[i].ID, len(out), end, ctx.Err())
+}
+
+// compactedError says a member's history starts after the revision asked
+// for: it has compacted it, or caught up by a snapshot taken at rev.
+type compactedError struct {
+	node      uint64
+	from, rev int64
+}
+
+func (e compactedError) Error() string {
+	return fmt.Sprintf("node %d: watch from revision %d: compacted at %d", e.node, e.from, e.rev)
 }
 
 // check reads what the members hold once the load has stopped (each
@@ -428,7 +443,7 @@ func (l *killLoad) check(t *testing.T, c *Cluster) {
 	}
 	var got killAllState
 	for i, n := range c.Nodes {
-		h, err := memberHistory(ctx, t, c, i, end)
+		h, err := memberHistory(ctx, t, c, i, 1, end)
 		if err != nil {
 			t.Fatalf("seed %d: %v", l.seed, err)
 		}

@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -218,8 +220,10 @@ func (r *membershipRun) finish() {
 }
 
 // checkAgreement writes an end marker and checks that every running node
-// holds the same history (its own watch from revision 1) through it and
-// the same HashKV at it.
+// holds the same history through it (each node's own watch, from revision
+// 1 or, for a node that joined by snapshot, from the first revision it
+// holds: the histories are compared from the latest such start) and the
+// same HashKV at it.
 func checkAgreement(t *testing.T, c *Cluster) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -237,12 +241,15 @@ func checkAgreement(t *testing.T, c *Cluster) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	var (
-		first  []event
-		firstI = -1
-		hashes []string // per running node, "id:hash", for the messages
-		hash0  uint32
-	)
+	type held struct {
+		id        uint64
+		from      int64
+		history   []event
+		hash      uint32
+		hashLabel string
+	}
+	var nodes []held
+	from := int64(1) // the latest first revision any node holds
 	for i, n := range c.Nodes {
 		if !c.Running(i) {
 			continue
@@ -250,27 +257,43 @@ func checkAgreement(t *testing.T, c *Cluster) {
 		if err := c.CaughtUp(ctx, i, end); err != nil {
 			t.Fatal(err)
 		}
-		h, err := memberHistory(ctx, t, c, i, end)
+		h := held{id: n.ID, from: 1}
+		var err error
+		h.history, err = memberHistory(ctx, t, c, i, 1, end)
+		var ce compactedError
+		if errors.As(err, &ce) {
+			h.from = ce.rev + 1
+			h.history, err = memberHistory(ctx, t, c, i, h.from, end)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
+		from = max(from, h.from)
 		hash, err := etcdClient(t, []string{n.EtcdAddr}).HashKV(ctx, n.EtcdAddr, end)
 		if err != nil {
 			t.Fatalf("node %d: HashKV at %d: %v", n.ID, end, err)
 		}
-		hashes = append(hashes, fmt.Sprintf("%d:%08x", n.ID, hash.Hash))
-		if firstI < 0 {
-			first, firstI, hash0 = h, i, hash.Hash
-			continue
+		h.hash, h.hashLabel = hash.Hash, fmt.Sprintf("%d:%08x", n.ID, hash.Hash)
+		nodes = append(nodes, h)
+	}
+	since := func(h []event) []event {
+		i, _ := slices.BinarySearchFunc(h, from, func(e event, rev int64) int { return cmp.Compare(e.Rev, rev) })
+		return h[i:]
+	}
+	var hashes []string
+	for _, h := range nodes {
+		hashes = append(hashes, h.hashLabel)
+	}
+	first := since(nodes[0].history)
+	for _, h := range nodes[1:] {
+		if err := compareHistories(first, since(h.history)); err != nil {
+			t.Errorf("nodes %d and %d hold different histories from revision %d through %d: %v", nodes[0].id, h.id, from, end, err)
 		}
-		if err := compareHistories(first, h); err != nil {
-			t.Errorf("nodes %d and %d hold different histories through revision %d: %v", c.Nodes[firstI].ID, n.ID, end, err)
-		}
-		if hash.Hash != hash0 {
+		if h.hash != nodes[0].hash {
 			t.Errorf("HashKV at %d differs: %v", end, hashes)
 		}
 	}
-	t.Logf("every running member holds the same %d events through revision %d; HashKV %v", len(first), end, hashes)
+	t.Logf("every running member holds the same %d events from revision %d through %d; HashKV %v", len(first), from, end, hashes)
 }
 
 // TestClusterMemberAddPromoteRemove is an operator's learner procedure
