@@ -47,6 +47,21 @@ type Backend interface {
 	// Auth is etcd's auth store as the member has applied it. It is
 	// shared: callers must not modify it.
 	Auth() *AuthState
+	// Cluster returns the active configuration as this member has
+	// applied it.
+	Cluster(ctx context.Context) (Cluster, error)
+	// ChangeCluster proposes members as the whole new configuration
+	// replacing the one of version (IsObserver says observer, etcd's
+	// learner) and returns the committed configuration. A follower
+	// forwards it to the leader. New members must come with an ID the
+	// caller chose (Cluster.NextMemberID for one never used before).
+	// Refusals (nothing proposed): ErrChangePending, ErrStaleCluster,
+	// ErrNotCaughtUp, ErrUnhealthy, ErrNotReplicated.
+	ChangeCluster(ctx context.Context, version uint64, members []ClusterMember) (Cluster, error)
+	// MoveLeader makes target, a voter, the leader and returns once it
+	// leads (ErrNotVoter if it does not vote, ErrNotReplicated for a
+	// single member). A follower forwards it to the leader.
+	MoveLeader(ctx context.Context, target uint64) error
 }
 
 // Pending is a submitted op.
@@ -135,4 +150,39 @@ type ClusterMember struct {
 	ZKAddr     string // ZooKeeper client address
 	IsLeader   bool
 	IsObserver bool
+	// ZKElectionAddr is the election address a ZooKeeper reconfig named:
+	// Janus has one peer port and only shows it back.
+	ZKElectionAddr string
+}
+
+// Cluster is a configuration of the ensemble: who votes, who observes.
+type Cluster struct {
+	// Version is the zxid of the log entry that carries the
+	// configuration; 0 for the one the ensemble started with.
+	Version uint64
+	// Members are sorted by ID, voters and observers alike; IsLeader is
+	// set from the answering member's view.
+	Members []ClusterMember
+	// LastID is the highest member ID any configuration of the ensemble
+	// has named (IDs are never reused).
+	LastID uint64
+}
+
+// NextMemberID is an ID no member of the ensemble ever had.
+func (c Cluster) NextMemberID() uint64 {
+	last := c.LastID
+	for _, m := range c.Members {
+		last = max(last, m.ID)
+	}
+	return last + 1
+}
+
+// Member returns the member with id and whether there is one.
+func (c Cluster) Member(id uint64) (ClusterMember, bool) {
+	for _, m := range c.Members {
+		if m.ID == id {
+			return m, true
+		}
+	}
+	return ClusterMember{}, false
 }

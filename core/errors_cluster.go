@@ -26,3 +26,25 @@ var (
 	// cluster"; ZooKeeper: ConnectionLoss).
 	ErrCorrupt = errors.New("core: corrupt member")
 )
+
+// Errors that refuse a membership change or a leader transfer; nothing was
+// proposed. The faces map them to their protocol's own.
+var (
+	// ErrChangePending: another change has not committed yet.
+	ErrChangePending = errors.New("core: a membership change is still pending")
+	// ErrStaleCluster: the change names a configuration version that is
+	// no longer the active one.
+	ErrStaleCluster = errors.New("core: configuration version is not the active one")
+	// ErrNotCaughtUp: an observer to promote has not caught up with the
+	// leader's log.
+	ErrNotCaughtUp = errors.New("core: the member to promote has not caught up")
+	// ErrUnhealthy: the voters of the new configuration that the leader
+	// is connected to, itself included, are not a quorum of it, so the
+	// change could not commit (etcd's strict reconfiguration check).
+	ErrUnhealthy = errors.New("core: the new configuration has no connected quorum")
+	// ErrNotReplicated: a single member (started without peers) cannot
+	// change its configuration or move its leadership.
+	ErrNotReplicated = errors.New("core: a single member has no ensemble to change")
+	// ErrNotVoter: the leader transfer's target does not vote.
+	ErrNotVoter = errors.New("core: the transfer target is not a voter")
+)

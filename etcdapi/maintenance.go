@@ -8,7 +8,6 @@ import (
 	"slices"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -206,85 +205,4 @@ func hashKV(v core.View) (uint32, error) {
 		return 0, fmt.Errorf("etcdapi: hash keyspace: %w", err)
 	}
 	return h.Sum32(), nil
-}
-
-// MoveLeader succeeds only as a no-op: leadership transfer needs
-// replication support.
-func (m *maintenanceServer) MoveLeader(ctx context.Context, r *pb.MoveLeaderRequest) (*pb.MoveLeaderResponse, error) {
-	if err := m.s.requireRoot(ctx); err != nil {
-		return nil, err
-	}
-	st := m.s.b.Status()
-	if st.LeaderID != 0 && st.LeaderID != st.MemberID {
-		return nil, rpctypes.ErrGRPCNotLeader
-	}
-	if r.TargetID != st.MemberID {
-		return nil, rpctypes.ErrGRPCBadLeaderTransferee
-	}
-	return &pb.MoveLeaderResponse{Header: m.s.header(st.Rev)}, nil
-}
-
-type clusterServer struct {
-	pb.UnimplementedClusterServer
-	s *Server
-}
-
-// defaultPeerURL is etcd's default --initial-advertise-peer-urls.
-const defaultPeerURL = "http://localhost:2380"
-
-// MemberList lists the ensemble. Its header carries no revision, as in
-// etcd.
-func (c *clusterServer) MemberList(ctx context.Context, _ *pb.MemberListRequest) (*pb.MemberListResponse, error) {
-	st := c.s.b.Status()
-	members := st.Members
-	if len(members) == 0 {
-		members = []core.ClusterMember{{ID: st.MemberID, Name: c.s.cfg.MemberName, IsLeader: true}}
-	}
-	resp := &pb.MemberListResponse{Header: c.s.header(0)}
-	for _, mem := range members {
-		pm := &pb.Member{ID: mem.ID, Name: mem.Name, IsLearner: mem.IsObserver, PeerURLs: []string{mem.PeerURL}}
-		if mem.PeerURL == "" {
-			// etcd always lists a peer URL: a single member that has no
-			// peer address shows the one etcd advertises by default.
-			pm.PeerURLs = []string{defaultPeerURL}
-		}
-		switch {
-		case mem.EtcdURL != "":
-			pm.ClientURLs = []string{mem.EtcdURL}
-		case mem.ID == st.MemberID:
-			pm.ClientURLs = c.s.clientURLs()
-		}
-		resp.Members = append(resp.Members, pm)
-	}
-	return resp, nil
-}
-
-var errMembership = status.Error(codes.Unimplemented, "janus: membership changes are not supported yet")
-
-func (c *clusterServer) MemberAdd(ctx context.Context, _ *pb.MemberAddRequest) (*pb.MemberAddResponse, error) {
-	if err := c.s.requireRoot(ctx); err != nil {
-		return nil, err
-	}
-	return nil, errMembership
-}
-
-func (c *clusterServer) MemberRemove(ctx context.Context, _ *pb.MemberRemoveRequest) (*pb.MemberRemoveResponse, error) {
-	if err := c.s.requireRoot(ctx); err != nil {
-		return nil, err
-	}
-	return nil, errMembership
-}
-
-func (c *clusterServer) MemberUpdate(ctx context.Context, _ *pb.MemberUpdateRequest) (*pb.MemberUpdateResponse, error) {
-	if err := c.s.requireRoot(ctx); err != nil {
-		return nil, err
-	}
-	return nil, errMembership
-}
-
-func (c *clusterServer) MemberPromote(ctx context.Context, _ *pb.MemberPromoteRequest) (*pb.MemberPromoteResponse, error) {
-	if err := c.s.requireRoot(ctx); err != nil {
-		return nil, err
-	}
-	return nil, errMembership
 }

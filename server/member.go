@@ -362,6 +362,12 @@ func (s *stateMachine) ApplyWhen(entries []zab.Entry, durable func() error) ([]a
 	m := s.m
 	ces := make([]core.Entry, len(entries))
 	for i, e := range entries {
+		if e.Kind == zab.EntryMembership {
+			// zab's own configuration entry: nothing for the tree (an
+			// empty op changes nothing), but its index is applied.
+			ces[i] = core.Entry{Index: e.Index, Time: e.Time}
+			continue
+		}
 		var err error
 		ces[i], err = core.LogEntry(e.Index, e.Time, e.Data)
 		if err != nil {
@@ -422,6 +428,11 @@ func (s *stateMachine) ApplyWhen(entries []zab.Entry, durable func() error) ([]a
 		m.cfg.Observer.Applied(len(seg), time.Since(start)-waited)
 		for _, r := range results {
 			out = append(out, r)
+		}
+	}
+	for i, e := range entries {
+		if e.Kind == zab.EntryMembership {
+			out[i] = nil
 		}
 	}
 	return out, nil
@@ -653,14 +664,24 @@ func (m *Member) Status() core.Status {
 		CompactRev:   st.CompactRev,
 		DBSize:       st.DBSize,
 		QuotaBytes:   m.quota,
-		Members:      m.members(leader),
+		Members:      m.statusMembers(leader),
 		Err:          m.zab.Err(),
 		Alarms:       alarmNames(m.Alarms()),
 		Corrupt:      m.Corrupt(),
 	}
 }
 
-// members lists the ensemble, voters then observers, by ID.
+// statusMembers lists the active configuration for Status: the starting
+// one as members() always showed it, a later one as Cluster does.
+func (m *Member) statusMembers(leader uint64) []core.ClusterMember {
+	if active, _ := m.zabMembership().Membership(); active.Version != 0 {
+		return m.cluster(leader).Members
+	}
+	return m.members(leader)
+}
+
+// members lists the starting configuration from the flags, voters then
+// observers, by ID.
 func (m *Member) members(leader uint64) []core.ClusterMember {
 	if len(m.cfg.Peers) == 0 && len(m.cfg.Observers) == 0 {
 		return []core.ClusterMember{{ID: m.cfg.ID, Name: m.cfg.Name, PeerURL: m.cfg.PeerURL, EtcdURL: m.cfg.EtcdURL, ZKAddr: m.cfg.ZKAddr, IsLeader: true}}

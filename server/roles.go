@@ -115,6 +115,9 @@ func (m *Member) serveLeaderCall(ctx context.Context, payload []byte) ([]byte, e
 	if len(payload) < 1 {
 		return nil, errors.New("server: empty leader call")
 	}
+	if payload[0] == callChangeCluster || payload[0] == callMoveLeader {
+		return m.serveMembershipCall(ctx, payload)
+	}
 	id, n := binary.Varint(payload[1:])
 	if n <= 0 {
 		return nil, errors.New("server: malformed leader call")

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/januskv/janus/core"
+	"github.com/januskv/janus/zab"
 )
 
 // TestRestoreReplacesNonEmptyState restores a snapshot of one member into
@@ -135,5 +136,48 @@ func TestLeaderCallRoundTrip(t *testing.T) {
 				t.Fatalf("got %d found=%v, want %d found=%v", got, found, tt.want, tt.wantFound)
 			}
 		})
+	}
+}
+
+// TestMembershipEntryIsANoOpOnTheTree applies zab's configuration entry
+// to the server's state machine: its index is applied, its result is nil,
+// and the tree (revision, keys) does not change.
+func TestMembershipEntryIsANoOpOnTheTree(t *testing.T) {
+	ctx := context.Background()
+	m := openTestMember(t, t.TempDir(), nil)
+	defer m.Close()
+	if _, err := m.Propose(ctx, putOp("a", "1", 0)); err != nil {
+		t.Fatal(err)
+	}
+	sm := &stateMachine{m: m}
+	rev, applied := m.Status().Rev, sm.AppliedIndex()
+	conf, err := zab.NewMembership([]uint64{1, 2, 3}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf.Addrs = map[uint64]string{1: "a:1", 2: "b:2", 3: "c:3"}
+	// Applied directly, after the member's last write, as zab's applier
+	// would: the member proposes nothing more.
+	res, err := sm.Apply([]zab.Entry{{Index: applied + 1, Zxid: zab.MakeZxid(9, 1), Time: 1,
+		Kind: zab.EntryMembership, Data: zab.EncodeMembership(conf)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 1 || res[0] != nil {
+		t.Fatalf("results %#v, want one nil", res)
+	}
+	if got := sm.AppliedIndex(); got != applied+1 {
+		t.Fatalf("applied index %d, want %d", got, applied+1)
+	}
+	if got := m.Status().Rev; got != rev {
+		t.Fatalf("revision %d after the configuration entry, want %d", got, rev)
+	}
+	v, err := m.Read(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	if n := mustNode(t, v, "a"); n == nil || string(n.Value) != "1" {
+		t.Fatalf("key a: %+v", n)
 	}
 }

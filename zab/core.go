@@ -70,6 +70,8 @@ type Core struct {
 	fs         *followerState
 	rpcs       map[uint64]*localRPC // follower side ReadIndex and Call, by nonce
 	nonceSeq   uint64
+	xfer       *transferState // a leader transfer this member asked for, until answered
+	prefer     preference     // a transfer target to prefer in the next election
 
 	rd        Ready // output accumulated since the last Ready call
 	urgent    bool  // rd holds a drain, a synchronization or epochs
@@ -296,7 +298,7 @@ type CoreStatus struct {
 //     never before steps 1-4 are done.
 //  7. The rest, in any order: Refused and FailProposals (after Committed,
 //     so a proposal whose entry was handed over is not failed), Answers,
-//     Calls, SnapshotRequests, RoleChanges, RoundTrips, Status.
+//     Transfers, Calls, SnapshotRequests, RoleChanges, RoundTrips, Status.
 //
 // Fatal, when set, is an error the protocol cannot go on past: the driver
 // stops the member (after nothing else of this Ready).
@@ -315,6 +317,7 @@ type Ready struct {
 	// the role they were made under ended.
 	FailProposals    error
 	Answers          []Answer
+	Transfers        []TransferDone
 	Calls            []LeaderCall
 	SnapshotRequests []SnapshotRequest
 	RoleChanges      []RoleChange
@@ -419,6 +422,7 @@ func (c *Core) Step(from uint64, msg Message, now int64) {
 	}
 	if c.ls != nil {
 		c.leaderHandle(from, &msg, now)
+		c.checkTransfer()
 		return
 	}
 	if c.fs != nil && from == c.leader {
@@ -445,6 +449,7 @@ func (c *Core) Tick() {
 	if c.role == RoleRemoved {
 		return
 	}
+	c.transferTick()
 	for _, n := range slices.Sorted(maps.Keys(c.rpcs)) {
 		if w := c.rpcs[n]; c.now > w.expires {
 			c.answer(Answer{ID: w.id, Err: ErrNoLeader})
@@ -454,6 +459,7 @@ func (c *Core) Tick() {
 	switch {
 	case c.ls != nil:
 		c.leaderTick()
+		c.checkTransfer()
 		if c.ls != nil { // the tick may have ended the leadership
 			c.peersTick = true
 		}
@@ -473,6 +479,8 @@ func (c *Core) Propose(p Proposal) {
 		return
 	}
 	switch {
+	case leading && c.transferRefusal() != nil:
+		c.refuse(p.ReqID, c.transferRefusal())
 	case leading:
 		if !c.leaderAppend(c.id, p.ReqID, EntryData, p.Data, p.Time) {
 			c.refuse(p.ReqID, ErrNoLeader)
@@ -524,6 +532,9 @@ func (c *Core) ProposeMembership(ch MembershipChange) {
 func (c *Core) checkChange(ch MembershipChange) error {
 	if c.ls == nil || c.ls.phase != lBroadcast {
 		return ErrNotLeader
+	}
+	if err := c.transferRefusal(); err != nil {
+		return err
 	}
 	if c.next != nil {
 		return fmt.Errorf("%w (version %s)", ErrChangePending, FormatZxid(c.next.Version))
@@ -737,6 +748,7 @@ func (c *Core) setRole(role Role, leader uint64) {
 		rc.LeaderID = 0
 	}
 	c.rd.RoleChanges = append(c.rd.RoleChanges, rc)
+	c.noteTransferRole(role, rc.LeaderID)
 	c.log.Info("zab role", "id", c.id, "role", role, "leader", rc.LeaderID, "epoch", c.ep.Current)
 }
 

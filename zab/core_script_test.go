@@ -218,6 +218,9 @@ func (env *scriptEnv) run(cmd string) string {
 			}
 		}
 		n.core.ProposeMembership(ch)
+	case "transfer":
+		n := env.nodes[env.num(args, "id", 0)]
+		n.core.TransferLeadership(env.num(args, "req", 0), env.num(args, "target", 0))
 	case "members":
 		for _, id := range env.ids(args) {
 			n := env.nodes[id]
@@ -429,6 +432,9 @@ func (env *scriptEnv) ready(n *scriptNode, out *strings.Builder) {
 	for _, a := range rd.Answers {
 		p("answer %d index=%d err=%v", a.ID, a.Index, a.Err)
 	}
+	for _, x := range rd.Transfers {
+		p("transfer req %d: %v", x.ReqID, x.Err)
+	}
 	for _, s := range rd.SnapshotRequests {
 		p("snapshot for %d", s.Peer)
 		n.pendingSnaps = append(n.pendingSnaps, s)
@@ -617,6 +623,8 @@ func formatMsg(m *Message) string {
 	}
 	if m.Type == MsgNotification {
 		fmt.Fprintf(&b, " state=%s", [...]string{"?", "looking", "following", "leading", "observing"}[m.State])
+	}
+	if m.Type == MsgNotification || m.Type == MsgTransfer {
 		add("leader", m.Leader)
 	}
 	add("epoch", uint64(m.Epoch))

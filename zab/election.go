@@ -46,7 +46,7 @@ func (c *Core) selfVote() vote {
 
 func (e *election) start(c *Core) {
 	e.round++
-	e.vote = c.selfVote()
+	e.vote = c.startVote()
 	e.recv = map[uint64]vote{}
 	if c.voter {
 		e.recv[c.id] = e.vote
@@ -96,6 +96,7 @@ func (e *election) tick(c *Core) {
 }
 
 func (e *election) decide(c *Core) {
+	c.endPreference()
 	if e.vote.leader == c.id {
 		c.becomeLeader()
 	} else {
@@ -153,8 +154,8 @@ func (c *Core) handleNotification(from uint64, msg *Message) {
 		case msg.Round > e.round:
 			e.round = msg.Round
 			e.recv = map[uint64]vote{}
-			e.vote = c.selfVote()
-			if v.better(e.vote) {
+			e.vote = c.startVote()
+			if c.better(v, e.vote) {
 				e.vote = v
 			}
 			e.recv[c.id] = e.vote
@@ -163,7 +164,7 @@ func (c *Core) handleNotification(from uint64, msg *Message) {
 		case msg.Round < e.round:
 			c.send(from, e.notification(c))
 			return
-		case v.better(e.vote):
+		case c.better(v, e.vote):
 			e.vote = v
 			e.recv[c.id] = e.vote
 			e.quorumAt = 0
@@ -202,6 +203,7 @@ func (e *election) checkEstablished(c *Core, leader uint64, epoch uint32) {
 		return ok && m.Leader == leader && m.Epoch == epoch
 	}
 	if c.quorum(agrees) {
+		c.endPreference()
 		c.becomeFollower(leader)
 	}
 }

@@ -145,6 +145,8 @@ func (c *Core) followerHandle(msg *Message) {
 		if msg.Seq == fs.seq {
 			c.send(c.leader, Message{Type: MsgHeartbeatAck, Epoch: fs.epoch, Seq: fs.seq, Nonce: msg.Nonce, Index: c.durable})
 		}
+	case MsgTransfer:
+		c.handleTransfer(msg)
 	case MsgRequestFail:
 		c.refuse(msg.ReqID, remoteError(msg.Err))
 	case MsgReadIndexResp, MsgCallResp:

@@ -219,7 +219,15 @@ func (c *Core) leaderHandle(from uint64, msg *Message, now int64) {
 			return
 		}
 		if !ls.remember(msg.Origin, msg.ReqID) {
-			return // a duplicate of a request already proposed
+			return // a duplicate of a request already proposed (or refused)
+		}
+		if c.transferRefusal() != nil {
+			// Nothing proposed: the origin may propose again to the next
+			// leader. Only after the duplicate check: a late copy of a
+			// request proposed before the transfer began must not be
+			// answered "nothing proposed".
+			c.send(from, Message{Type: MsgRequestFail, ReqID: msg.ReqID, Err: ErrNoLeader.Error()})
+			return
 		}
 		if !c.leaderAppend(msg.Origin, msg.ReqID, EntryData, msg.Data, now) {
 			c.send(from, Message{Type: MsgRequestFail, ReqID: msg.ReqID, Err: ErrNoLeader.Error()})

@@ -34,6 +34,8 @@ const (
 	MsgReadIndexResp // leader → follower
 	MsgCall          // follower → leader: a leader RPC
 	MsgCallResp      // leader → follower
+	// Leader transfer.
+	MsgTransfer // leader → synchronized peers: Leader takes over; look for a leader now, preferring it (Epoch, Zxid: its history)
 	msgTypeEnd
 )
 
@@ -43,6 +45,7 @@ var msgTypeNames = [...]string{
 	MsgProposal: "PROPOSAL", MsgAck: "ACK", MsgCommit: "COMMIT", MsgHeartbeat: "HEARTBEAT",
 	MsgHeartbeatAck: "HEARTBEATACK", MsgRequest: "REQUEST", MsgRequestFail: "REQUESTFAIL",
 	MsgReadIndex: "READINDEX", MsgReadIndexResp: "READINDEXRESP", MsgCall: "CALL", MsgCallResp: "CALLRESP",
+	MsgTransfer: "TRANSFER",
 }
 
 func (t MsgType) String() string {

@@ -58,10 +58,13 @@ type replica struct {
 }
 
 type loopEvent struct {
-	prop *proposal
-	read *rpcWait
-	call *rpcWait
-	snap *Snapshot
+	prop     *proposal
+	read     *rpcWait
+	call     *rpcWait
+	snap     *Snapshot
+	transfer *rpcWait // a leader transfer to transferTo
+	// transferTo is the target of transfer.
+	transferTo uint64
 }
 
 type rpcWait struct {
@@ -509,6 +512,12 @@ func (r *replica) carryOut(rd Ready) error {
 			w.done <- rpcResult{index: a.Index, data: a.Data, err: a.Err}
 		}
 	}
+	for _, x := range rd.Transfers {
+		if w := r.rpcs[x.ReqID]; w != nil {
+			delete(r.rpcs, x.ReqID)
+			w.done <- rpcResult{err: x.Err}
+		}
+	}
 	for _, call := range rd.Calls {
 		r.serveCall(call)
 	}
@@ -660,6 +669,10 @@ func (r *replica) handleEvent(ev loopEvent) {
 		r.core.Call(r.rpcSeq, ev.call.payload)
 	case ev.snap != nil:
 		r.core.SnapshotTaken(*ev.snap)
+	case ev.transfer != nil:
+		r.rpcSeq++
+		r.rpcs[r.rpcSeq] = ev.transfer
+		r.core.TransferLeadership(r.rpcSeq, ev.transferTo)
 	}
 }
 

@@ -117,6 +117,15 @@ func (g *generator) draw(now int64) Event {
 		}
 		return e
 	}
+	// One fault in eight is a leader transfer; one of those in four names
+	// its target as drawn, a voter or not.
+	if g.rng.IntN(8) == 0 {
+		e.Kind, e.Member = EvTransfer, g.member()
+		if g.rng.IntN(4) == 0 {
+			e.Arg = 1
+		}
+		return e
+	}
 	// The faults, by weight out of 45.
 	switch p := g.rng.IntN(45); {
 	case p < 10:

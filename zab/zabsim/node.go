@@ -60,6 +60,9 @@ type node struct {
 	// the highest index applied anywhere when it was asked.
 	reads   map[uint64]uint64
 	readSeq uint64
+	// transfers are this incarnation's leader transfers not yet
+	// answered, by ReqID.
+	transfers map[uint64]transferReq
 	// cutTo says this step cut the log (after checking the cut).
 	cutTo bool
 	// lateEpochs are epochs a SabotageLateEpochs driver has not yet
@@ -139,6 +142,7 @@ func (n *node) start() {
 	n.up, n.core, n.role, n.epoch = true, core, zab.RoleLooking, d.current
 	n.applyQ, n.applyAt, n.readyAt, n.waiters, n.lateEpochs = nil, false, false, map[uint64]*waiter{}, nil
 	n.reads = map[uint64]uint64{}
+	n.transfers = map[uint64]transferReq{}
 	n.fsyncGen++
 	n.s.ag.push(&item{at: n.s.now + 1 + n.dice().Int64N(n.tickPeriod), kind: evTick, to: n.id, inc: n.inc})
 	n.ready()
@@ -358,6 +362,11 @@ func (n *node) carry(rd *zab.Ready) (early uint64) {
 			s.stats.Elections++
 			s.fail(s.chk.leader(n.id, rc.Epoch, d))
 		}
+	}
+	// After the role changes: a transfer succeeds in the Ready that
+	// makes this member follow the target.
+	for _, x := range rd.Transfers {
+		n.transferDone(x)
 	}
 	return early
 }

@@ -349,6 +349,8 @@ func (s *sim) external(e Event) {
 		s.net.dropPct = 0
 	case EvReconfig:
 		s.reconfig(e)
+	case EvTransfer:
+		s.transfer(e)
 	case EvTrim:
 		if n := s.nodes[e.Member]; n != nil && n.up {
 			s.stats.Faults["trim"]++

@@ -51,13 +51,19 @@ const (
 	// the leader included). A change that does not apply to the active
 	// configuration, or while one is pending, does nothing.
 	EvReconfig
+	// EvTransfer has the leader of the moment (if any) transfer its
+	// leadership to Member (etcd's MoveLeader). A Member that is not a
+	// voter of the leader's active configuration is replaced by one that
+	// is (by its ID), unless Arg is 1: then the leader is asked as is,
+	// and must refuse.
+	EvTransfer
 	kindEnd
 )
 
 var kindNames = [...]string{
 	EvPropose: "propose", EvCrash: "crash", EvRestart: "restart", EvPowerCut: "powercut",
 	EvPartition: "partition", EvOneWay: "oneway", EvHeal: "heal", EvLossy: "lossy", EvCalm: "calm",
-	EvTrim: "trim", EvRead: "read", EvReconfig: "reconfig",
+	EvTrim: "trim", EvRead: "read", EvReconfig: "reconfig", EvTransfer: "transfer",
 }
 
 // The changes an EvReconfig makes (its Arg).
@@ -86,7 +92,7 @@ func (k Kind) followUp() bool { return k == EvRestart || k == EvHeal || k == EvC
 type Event struct {
 	At     int64
 	Kind   Kind
-	Member uint64   // EvPropose, EvCrash, EvRestart, EvTrim, EvReconfig
+	Member uint64   // EvPropose, EvCrash, EvRestart, EvTrim, EvReconfig, EvTransfer
 	Group  []uint64 // EvPowerCut, EvPartition, EvOneWay
 	Arg    int
 }

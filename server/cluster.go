@@ -1,0 +1,421 @@
+package server
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/januskv/janus/core"
+	"github.com/januskv/janus/zab"
+)
+
+// The configuration as clients see it (core.Cluster) lives in zab's
+// Membership: the voters and observers, each one's peer address, and per
+// member an opaque Meta where the server keeps what only the faces read
+// (name, client addresses). The starting configuration (version 0) has no
+// Meta: it comes from the flags, as members() shows it.
+
+// metaVersion leads every encoded Meta, so that a later server can add
+// fields and still read these.
+const metaVersion byte = 1
+
+// encodeMeta returns the Meta zab keeps for c: a version byte, then Name,
+// EtcdURL, ZKAddr and ZKElectionAddr, each a uvarint length and bytes.
+func encodeMeta(c core.ClusterMember) []byte {
+	b := []byte{metaVersion}
+	for _, s := range []string{c.Name, c.EtcdURL, c.ZKAddr, c.ZKElectionAddr} {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	return b
+}
+
+// decodeMeta fills c's fields from meta. A Meta it cannot read (damaged,
+// or of a later version) leaves them empty: every member decodes the same
+// bytes alike, and a member shown without a name still serves.
+func decodeMeta(c *core.ClusterMember, meta []byte) error {
+	if len(meta) == 0 {
+		return nil
+	}
+	if meta[0] != metaVersion {
+		return fmt.Errorf("server: member %d: meta version %d", c.ID, meta[0])
+	}
+	b := meta[1:]
+	var fields [4]string
+	for i := range fields {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > uint64(len(b)-k) {
+			return fmt.Errorf("server: member %d: malformed meta", c.ID)
+		}
+		fields[i] = string(b[k : k+int(n)])
+		b = b[k+int(n):]
+	}
+	c.Name, c.EtcdURL, c.ZKAddr, c.ZKElectionAddr = fields[0], fields[1], fields[2], fields[3]
+	return nil
+}
+
+// single reports whether this member was started without peers: it has no
+// ensemble to change.
+func (m *Member) single() bool {
+	return len(m.cfg.Peers) == 0 && len(m.cfg.Observers) == 0
+}
+
+// Cluster implements core.Backend: the active configuration as this member
+// has applied it.
+func (m *Member) Cluster(ctx context.Context) (core.Cluster, error) {
+	if err := ctx.Err(); err != nil {
+		return core.Cluster{}, err
+	}
+	return m.cluster(m.Status().LeaderID), nil
+}
+
+// cluster converts zab's active configuration, marking leader.
+func (m *Member) cluster(leader uint64) core.Cluster {
+	active, _ := m.zabMembership().Membership()
+	if active.Version == 0 {
+		c := core.Cluster{Members: m.members(leader), LastID: active.LastID}
+		slices.SortFunc(c.Members, func(a, b core.ClusterMember) int { return cmpID(a.ID, b.ID) })
+		return c
+	}
+	c := core.Cluster{Version: active.Version, LastID: active.LastID}
+	for _, group := range []struct {
+		ids      []uint64
+		observer bool
+	}{{active.Voters, false}, {active.Observers, true}} {
+		for _, id := range group.ids {
+			cm := core.ClusterMember{ID: id, IsLeader: id == leader, IsObserver: group.observer}
+			if a := active.Addrs[id]; a != "" {
+				cm.PeerURL = "http://" + a
+			}
+			if err := decodeMeta(&cm, active.Meta[id]); err != nil {
+				m.log.Warn("unreadable member meta", "member", id, "err", err)
+			}
+			if id == m.cfg.ID {
+				// This member knows its own addresses better than
+				// whoever added it did.
+				if m.cfg.EtcdURL != "" && cm.EtcdURL == "" {
+					cm.EtcdURL = m.cfg.EtcdURL
+				}
+				if m.cfg.ZKAddr != "" && cm.ZKAddr == "" {
+					cm.ZKAddr = m.cfg.ZKAddr
+				}
+			}
+			c.Members = append(c.Members, cm)
+		}
+	}
+	slices.SortFunc(c.Members, func(a, b core.ClusterMember) int { return cmpID(a.ID, b.ID) })
+	return c
+}
+
+func cmpID(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// peerAddr is the host:port of a peer URL ("http://host:port" or a bare
+// host:port), the address zab dials.
+func peerAddr(url string) (string, error) {
+	a := url
+	if i := strings.Index(a, "://"); i >= 0 {
+		a = a[i+3:]
+	}
+	a = strings.TrimSuffix(a, "/")
+	if a == "" || strings.ContainsAny(a, "/?#") {
+		return "", fmt.Errorf("server: peer URL %q is not scheme://host:port", url)
+	}
+	return a, nil
+}
+
+// membershipChange builds zab's change replacing version with members.
+func (m *Member) membershipChange(version uint64, members []core.ClusterMember) (zab.MembershipChange, error) {
+	ch := zab.MembershipChange{
+		Version: version,
+		Addrs:   make(map[uint64]string, len(members)),
+		Meta:    make(map[uint64][]byte, len(members)),
+		Time:    m.cfg.Clock().UnixNano(),
+	}
+	for _, cm := range members {
+		if cm.ID == 0 {
+			return zab.MembershipChange{}, errors.New("server: a member without an ID")
+		}
+		if _, dup := ch.Addrs[cm.ID]; dup {
+			return zab.MembershipChange{}, fmt.Errorf("server: member %d named twice", cm.ID)
+		}
+		a, err := peerAddr(cm.PeerURL)
+		if err != nil {
+			return zab.MembershipChange{}, fmt.Errorf("member %d: %w", cm.ID, err)
+		}
+		ch.Addrs[cm.ID] = a
+		ch.Meta[cm.ID] = encodeMeta(cm)
+		if cm.IsObserver {
+			ch.Observers = append(ch.Observers, cm.ID)
+		} else {
+			ch.Voters = append(ch.Voters, cm.ID)
+		}
+	}
+	if len(ch.Voters) == 0 {
+		return zab.MembershipChange{}, errors.New("server: a configuration without voters")
+	}
+	return ch, nil
+}
+
+// ChangeCluster implements core.Backend: the leader proposes the change;
+// a follower forwards it and answers once it has applied the new
+// configuration itself, so that its own Cluster shows it.
+func (m *Member) ChangeCluster(ctx context.Context, version uint64, members []core.ClusterMember) (core.Cluster, error) {
+	if m.single() {
+		return core.Cluster{}, fmt.Errorf("change cluster: %w", core.ErrNotReplicated)
+	}
+	if m.roles.leading.Load() {
+		if _, err := m.changeAsLeader(ctx, version, members); err != nil {
+			return core.Cluster{}, err
+		}
+		return m.cluster(m.Status().LeaderID), nil
+	}
+	payload := appendMembers(binary.AppendUvarint([]byte{callChangeCluster}, version), members)
+	out, err := m.zab.CallLeader(ctx, payload)
+	if err != nil {
+		return core.Cluster{}, clusterErr("membership change through the leader", err)
+	}
+	index, err := answerIndex(out)
+	if err != nil {
+		return core.Cluster{}, fmt.Errorf("change cluster: %w", err)
+	}
+	if err := m.zab.WaitApplied(ctx, index); err != nil {
+		return core.Cluster{}, clusterErr(fmt.Sprintf("wait applied %d", index), err)
+	}
+	return m.Cluster(ctx)
+}
+
+// changeAsLeader proposes the change on this member, the leader, and
+// returns the configuration once its entry is applied here.
+func (m *Member) changeAsLeader(ctx context.Context, version uint64, members []core.ClusterMember) (zab.Membership, error) {
+	ch, err := m.membershipChange(version, members)
+	if err != nil {
+		return zab.Membership{}, fmt.Errorf("change cluster: %w: %w", &core.Error{Code: core.CodeBadArguments}, err)
+	}
+	if err := m.connectedQuorum(ch.Voters); err != nil {
+		return zab.Membership{}, fmt.Errorf("change cluster: %w", err)
+	}
+	active, err := m.zabMembership().ChangeMembership(ctx, ch)
+	if err != nil {
+		return zab.Membership{}, changeErr(err)
+	}
+	m.log.Info("membership changed", "version", zab.FormatZxid(active.Version), "voters", active.Voters, "observers", active.Observers)
+	return active, nil
+}
+
+// connectedQuorum refuses a configuration whose voters this leader is not
+// connected to enough of (itself and the members synchronized with it) to
+// make a quorum: its entry could not commit, and every write would wait
+// for it. It is etcd's strict reconfiguration check, and ZooKeeper's: a
+// new voter not yet started counts as down.
+func (m *Member) connectedQuorum(voters []uint64) error {
+	acked := m.zab.Status().PeerAcked
+	n := 0
+	for _, id := range voters {
+		if _, ok := acked[id]; ok || id == m.cfg.ID {
+			n++
+		}
+	}
+	if need := len(voters)/2 + 1; n < need {
+		return fmt.Errorf("%w: %d of %d voters connected, %d needed", core.ErrUnhealthy, n, len(voters), need)
+	}
+	return nil
+}
+
+// changeErr turns zab's refusals of a change into core's.
+func changeErr(err error) error {
+	for _, e := range []struct{ zab, core error }{
+		{zab.ErrChangePending, core.ErrChangePending},
+		{zab.ErrStaleMembership, core.ErrStaleCluster},
+		{zab.ErrNotCaughtUp, core.ErrNotCaughtUp},
+		{zab.ErrNotLeader, core.ErrNoLeader},
+	} {
+		if errors.Is(err, e.zab) {
+			return fmt.Errorf("change cluster: %w: %w", e.core, err)
+		}
+	}
+	return clusterErr("change cluster", err)
+}
+
+// MoveLeader implements core.Backend: the leader hands its leadership to
+// target; a follower forwards the request to it.
+func (m *Member) MoveLeader(ctx context.Context, target uint64) error {
+	if m.single() {
+		return fmt.Errorf("move leader: %w", core.ErrNotReplicated)
+	}
+	if m.roles.leading.Load() {
+		return m.moveAsLeader(ctx, target)
+	}
+	out, err := m.zab.CallLeader(ctx, binary.AppendUvarint([]byte{callMoveLeader}, target))
+	if err != nil {
+		return clusterErr("move leader through the leader", err)
+	}
+	if _, err := answerIndex(out); err != nil {
+		return fmt.Errorf("move leader: %w", err)
+	}
+	return nil
+}
+
+// moveAsLeader transfers this member's leadership to target.
+func (m *Member) moveAsLeader(ctx context.Context, target uint64) error {
+	active, _ := m.zabMembership().Membership()
+	if !active.IsVoter(target) {
+		return fmt.Errorf("move leader to %d: %w", target, core.ErrNotVoter)
+	}
+	if target == m.cfg.ID {
+		return nil
+	}
+	if err := m.zabMembership().TransferLeadership(ctx, target); err != nil {
+		if errors.Is(err, zab.ErrNotLeader) {
+			return fmt.Errorf("move leader to %d: %w: %w", target, core.ErrNoLeader, err)
+		}
+		return clusterErr(fmt.Sprintf("move leader to %d", target), err)
+	}
+	m.log.Info("leadership moved", "to", target)
+	return nil
+}
+
+// Leader calls for membership: the answer is a status byte (answerOK, or
+// one of the refusals below) and, after answerOK, a uvarint (the index of
+// the applied configuration entry, 0 for a leader transfer). zab passes a
+// handler's error back as text only, so the refusals a face maps to its
+// protocol's errors travel as codes.
+const (
+	callChangeCluster byte = 3
+	callMoveLeader    byte = 4
+)
+
+// refusals are the errors a membership leader call answers by code; the
+// code is the index + 2 (after answerOK and answerNotFound).
+var refusals = []error{
+	core.ErrChangePending, core.ErrStaleCluster, core.ErrNotCaughtUp,
+	core.ErrUnhealthy, core.ErrNoLeader, core.ErrNotVoter, core.ErrLeaderChanged,
+}
+
+// serveMembershipCall answers a follower's ChangeCluster or MoveLeader on
+// the leader.
+func (m *Member) serveMembershipCall(ctx context.Context, payload []byte) ([]byte, error) {
+	var index uint64
+	var err error
+	switch payload[0] {
+	case callChangeCluster:
+		version, n := binary.Uvarint(payload[1:])
+		if n <= 0 {
+			return nil, errors.New("server: malformed membership call")
+		}
+		members, derr := decodeMembers(payload[1+n:])
+		if derr != nil {
+			return nil, derr
+		}
+		if !m.roles.leading.Load() {
+			err = core.ErrNoLeader
+			break
+		}
+		var active zab.Membership
+		active, err = m.changeAsLeader(ctx, version, members)
+		index = active.Index
+	case callMoveLeader:
+		target, n := binary.Uvarint(payload[1:])
+		if n <= 0 {
+			return nil, errors.New("server: malformed membership call")
+		}
+		if !m.roles.leading.Load() {
+			err = core.ErrNoLeader
+			break
+		}
+		err = m.moveAsLeader(ctx, target)
+	}
+	if err != nil {
+		for i, r := range refusals {
+			if errors.Is(err, r) {
+				return []byte{byte(i + 2)}, nil
+			}
+		}
+		return nil, err
+	}
+	return binary.AppendUvarint([]byte{answerOK}, index), nil
+}
+
+// answerIndex reads a membership call's answer: the index, or the refusal.
+func answerIndex(out []byte) (uint64, error) {
+	if len(out) == 0 {
+		return 0, errors.New("server: empty answer from the leader")
+	}
+	if out[0] != answerOK {
+		if i := int(out[0]) - 2; i >= 0 && i < len(refusals) {
+			return 0, fmt.Errorf("the leader refused: %w", refusals[i])
+		}
+		return 0, fmt.Errorf("server: unknown answer %d from the leader", out[0])
+	}
+	index, n := binary.Uvarint(out[1:])
+	if n <= 0 {
+		return 0, errors.New("server: malformed answer from the leader")
+	}
+	return index, nil
+}
+
+// appendMembers encodes members for a leader call: a count, then per
+// member its ID, an observer flag, its peer URL and its Meta.
+func appendMembers(b []byte, members []core.ClusterMember) []byte {
+	b = binary.AppendUvarint(b, uint64(len(members)))
+	for _, cm := range members {
+		b = binary.AppendUvarint(b, cm.ID)
+		flag := byte(0)
+		if cm.IsObserver {
+			flag = 1
+		}
+		b = append(b, flag)
+		for _, s := range [][]byte{[]byte(cm.PeerURL), encodeMeta(cm)} {
+			b = binary.AppendUvarint(b, uint64(len(s)))
+			b = append(b, s...)
+		}
+	}
+	return b
+}
+
+// decodeMembers reads what appendMembers wrote.
+func decodeMembers(b []byte) ([]core.ClusterMember, error) {
+	bad := errors.New("server: malformed members in a leader call")
+	count, k := binary.Uvarint(b)
+	if k <= 0 || count > uint64(len(b)) {
+		return nil, bad
+	}
+	b = b[k:]
+	out := make([]core.ClusterMember, 0, count)
+	for range count {
+		id, k := binary.Uvarint(b)
+		if k <= 0 || len(b) < k+1 {
+			return nil, bad
+		}
+		cm := core.ClusterMember{ID: id, IsObserver: b[k] == 1}
+		b = b[k+1:]
+		var fields [2][]byte
+		for i := range fields {
+			n, k := binary.Uvarint(b)
+			if k <= 0 || n > uint64(len(b)-k) {
+				return nil, bad
+			}
+			fields[i] = b[k : k+int(n)]
+			b = b[k+int(n):]
+		}
+		cm.PeerURL = string(fields[0])
+		if err := decodeMeta(&cm, fields[1]); err != nil {
+			return nil, fmt.Errorf("%w: %w", bad, err)
+		}
+		out = append(out, cm)
+	}
+	if len(b) != 0 {
+		return nil, bad
+	}
+	return out, nil
+}
