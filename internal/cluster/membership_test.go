@@ -104,10 +104,14 @@ func (r *membershipRun) add(learner bool) int {
 	r.t.Logf("etcdctl member add (learner %v) printed ID %s (%d)", learner, printed, id)
 	n.ID = id
 	voters, observers := r.configuration(n)
+	if learner && !slices.Contains(observers, n) || !learner && !slices.Contains(voters, n) {
+		r.t.Fatalf("etcdctl member list, right after member add of %s (learner %v), shows voters %v and learners %v", printed, learner, nodeIDs(voters), nodeIDs(observers))
+	}
 	i, err := r.c.Join(n, id, "0x"+printed, voters, observers)
 	if err != nil {
 		r.t.Fatal(err)
 	}
+	r.t.Logf("node %d joined with %v", id, n.ensemble)
 	r.caughtUp(i)
 	return i
 }
@@ -138,15 +142,26 @@ func (r *membershipRun) configuration(joining *Node) (voters, learners []*Node) 
 	return voters, learners
 }
 
+func nodeIDs(nodes []*Node) []uint64 {
+	var out []uint64
+	for _, n := range nodes {
+		out = append(out, n.ID)
+	}
+	return out
+}
+
 // caughtUp waits until node i has applied a write made through the
-// ensemble after it started.
+// ensemble after it started; it must within two minutes, however loaded
+// the machine.
 func (r *membershipRun) caughtUp(i int) {
 	r.t.Helper()
-	resp, err := etcdClient(r.t, r.c.RunningEtcdEndpoints()).Put(r.ctx, readyKey, "caught-up")
+	ctx, cancel := context.WithTimeout(r.ctx, 2*time.Minute)
+	defer cancel()
+	resp, err := etcdClient(r.t, r.c.RunningEtcdEndpoints()).Put(ctx, readyKey, "caught-up")
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	if err := r.c.CaughtUp(r.ctx, i, resp.Header.Revision); err != nil {
+	if err := r.c.CaughtUp(ctx, i, resp.Header.Revision); err != nil {
 		r.t.Fatal(err)
 	}
 }
