@@ -47,4 +47,8 @@ var (
 	ErrNotReplicated = errors.New("core: a single member has no ensemble to change")
 	// ErrNotVoter: the leader transfer's target does not vote.
 	ErrNotVoter = errors.New("core: the transfer target is not a voter")
+	// ErrTransferTimeout: the transfer's target did not take over within
+	// the transfer's deadline; the old leader leads on, or an election
+	// follows.
+	ErrTransferTimeout = errors.New("core: leader transfer took too long")
 )

@@ -289,7 +289,7 @@ func (m *maintenanceServer) MoveLeader(ctx context.Context, r *pb.MoveLeaderRequ
 		return &pb.MoveLeaderResponse{}, nil
 	case errors.Is(err, core.ErrNotVoter), errors.Is(err, core.ErrNotReplicated):
 		return nil, rpctypes.ErrGRPCBadLeaderTransferee
-	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
+	case errors.Is(err, core.ErrTransferTimeout), errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
 		return nil, errGRPCTimeoutLeaderTransfer
 	}
 	return nil, grpcError(fmt.Errorf("move leader: %w", err))

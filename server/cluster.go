@@ -74,7 +74,7 @@ func (m *Member) Cluster(ctx context.Context) (core.Cluster, error) {
 
 // cluster converts zab's active configuration, marking leader.
 func (m *Member) cluster(leader uint64) core.Cluster {
-	active, _ := m.zabMembership().Membership()
+	active, _ := m.zab.Membership()
 	if active.Version == 0 {
 		c := core.Cluster{Members: m.members(leader), LastID: active.LastID}
 		slices.SortFunc(c.Members, func(a, b core.ClusterMember) int { return cmpID(a.ID, b.ID) })
@@ -205,7 +205,7 @@ func (m *Member) changeAsLeader(ctx context.Context, version uint64, members []c
 	if err := m.connectedQuorum(ch.Voters); err != nil {
 		return zab.Membership{}, fmt.Errorf("change cluster: %w", err)
 	}
-	active, err := m.zabMembership().ChangeMembership(ctx, ch)
+	active, err := m.zab.ChangeMembership(ctx, ch)
 	if err != nil {
 		return zab.Membership{}, changeErr(err)
 	}
@@ -239,6 +239,7 @@ func changeErr(err error) error {
 		{zab.ErrStaleMembership, core.ErrStaleCluster},
 		{zab.ErrNotCaughtUp, core.ErrNotCaughtUp},
 		{zab.ErrNotLeader, core.ErrNoLeader},
+		{zab.ErrNotReplicated, core.ErrNotReplicated},
 	} {
 		if errors.Is(err, e.zab) {
 			return fmt.Errorf("change cluster: %w: %w", e.core, err)
@@ -268,18 +269,26 @@ func (m *Member) MoveLeader(ctx context.Context, target uint64) error {
 
 // moveAsLeader transfers this member's leadership to target.
 func (m *Member) moveAsLeader(ctx context.Context, target uint64) error {
-	active, _ := m.zabMembership().Membership()
+	active, _ := m.zab.Membership()
 	if !active.IsVoter(target) {
 		return fmt.Errorf("move leader to %d: %w", target, core.ErrNotVoter)
 	}
 	if target == m.cfg.ID {
 		return nil
 	}
-	if err := m.zabMembership().TransferLeadership(ctx, target); err != nil {
-		if errors.Is(err, zab.ErrNotLeader) {
-			return fmt.Errorf("move leader to %d: %w: %w", target, core.ErrNoLeader, err)
+	if err := m.zab.TransferLeadership(ctx, target); err != nil {
+		what := fmt.Sprintf("move leader to %d", target)
+		switch {
+		case errors.Is(err, zab.ErrNotLeader):
+			return fmt.Errorf("%s: %w: %w", what, core.ErrNoLeader, err)
+		case errors.Is(err, zab.ErrBadTransferee):
+			return fmt.Errorf("%s: %w: %w", what, core.ErrNotVoter, err)
+		case errors.Is(err, zab.ErrTransferTimeout):
+			return fmt.Errorf("%s: %w: %w", what, core.ErrTransferTimeout, err)
+		case errors.Is(err, zab.ErrTransferPending):
+			return fmt.Errorf("%s: %w: %w", what, core.ErrChangePending, err)
 		}
-		return clusterErr(fmt.Sprintf("move leader to %d", target), err)
+		return clusterErr(what, err)
 	}
 	m.log.Info("leadership moved", "to", target)
 	return nil
@@ -300,6 +309,7 @@ const (
 var refusals = []error{
 	core.ErrChangePending, core.ErrStaleCluster, core.ErrNotCaughtUp,
 	core.ErrUnhealthy, core.ErrNoLeader, core.ErrNotVoter, core.ErrLeaderChanged,
+	core.ErrTransferTimeout, core.ErrNotReplicated,
 }
 
 // serveMembershipCall answers a follower's ChangeCluster or MoveLeader on

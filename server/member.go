@@ -674,7 +674,7 @@ func (m *Member) Status() core.Status {
 // statusMembers lists the active configuration for Status: the starting
 // one as members() always showed it, a later one as Cluster does.
 func (m *Member) statusMembers(leader uint64) []core.ClusterMember {
-	if active, _ := m.zabMembership().Membership(); active.Version != 0 {
+	if active, _ := m.zab.Membership(); active.Version != 0 {
 		return m.cluster(leader).Members
 	}
 	return m.members(leader)

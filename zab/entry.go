@@ -37,6 +37,9 @@ const (
 	// which takes effect when the entry commits. Its version is the
 	// entry's zxid.
 	EntryMembership
+	// entryKindEnd is one past the last kind this binary knows; the log
+	// and the wire refuse any other (a new kind needs new formats).
+	entryKindEnd
 )
 
 // Result is what a StateMachine's Apply returned for one entry, which

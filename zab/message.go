@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // MsgType says what a Message is. The names follow ZooKeeper's Zab
@@ -60,6 +61,10 @@ const (
 	FlagObserver uint8 = 1 << iota // FOLLOWERINFO from an observer
 	FlagTrunc                      // SYNC: truncate the log after Index first
 	FlagSnap                       // SYNC: restore Data as a snapshot at Index/Zxid first
+	// FlagReadsV2 in a FOLLOWERINFO says the sender decodes message
+	// version 2 (entries with their kind, configurations); a member of an
+	// older version does not send it.
+	FlagReadsV2
 )
 
 // Peer states carried by notifications.
@@ -97,10 +102,10 @@ type Message struct {
 	Data    []byte
 	Entries []Entry
 	// Membership is, in a SYNC, the leader's active configuration, which
-	// a follower synchronized by SNAP cannot find in its log. It is not
-	// in the wire encoding yet (see "Membership changes" in the design):
-	// until it is, only a simulated or scripted ensemble changes its
-	// configuration.
+	// a follower synchronized by SNAP cannot find in its log; in a
+	// notification, the sender's active configuration once it is not the
+	// starting one. The starting configuration (version 0) is never sent:
+	// every member has it from its flags, and the encoding leaves it out.
 	Membership *Membership
 }
 
@@ -114,15 +119,39 @@ type Envelope struct {
 // every numeric field as a uvarint, then Err, Data and the entries, each
 // length-prefixed. Zero fields cost one byte, which keeps the common
 // messages (acks, heartbeats) around 20 bytes.
-const messageVersion = 1
+//
+// Version 2 adds, for each entry, its kind (a uvarint after ReqID), and
+// after the entries the configuration: a uvarint 0 for none, or 1 followed
+// by its version, its index (uvarints) and EncodeMembership's bytes
+// (length-prefixed). A version-1 binary refuses a version-2 message as
+// malformed, so a message is encoded in version 1 unless it carries what
+// only version 2 can (an entry that is not a state machine payload, or a
+// configuration other than the starting one): until the first membership
+// change, a member of this version talks to one of the last as before,
+// and a leader proposes no change until every member it keeps has
+// announced that it reads version 2 (FlagReadsV2). Both versions are
+// decoded.
+const (
+	messageVersion1 = 1
+	messageVersion  = 2 // the latest this binary reads
+)
 
 // ErrBadMessage is returned by DecodeMessage for bytes that are not a
 // well-formed message.
 var ErrBadMessage = errors.New("zab: malformed message")
 
-// AppendMessage appends m's encoding to dst.
+// AppendMessage appends m's encoding to dst, in the lowest version that
+// carries it.
 func AppendMessage(dst []byte, m *Message) []byte {
-	dst = append(dst, messageVersion, byte(m.Type), m.Flags, m.State)
+	conf := m.Membership
+	if conf != nil && conf.Version == 0 {
+		conf = nil // the starting configuration, which every member has
+	}
+	version := byte(messageVersion1)
+	if conf != nil || slices.ContainsFunc(m.Entries, func(e Entry) bool { return e.Kind != EntryData }) {
+		version = messageVersion
+	}
+	dst = append(dst, version, byte(m.Type), m.Flags, m.State)
 	for _, v := range [...]uint64{uint64(m.Epoch), m.Round, m.Leader, m.Zxid, m.Index, m.Commit, m.Seq, m.Nonce, m.Origin, m.ReqID} {
 		dst = binary.AppendUvarint(dst, v)
 	}
@@ -137,8 +166,22 @@ func AppendMessage(dst []byte, m *Message) []byte {
 		dst = binary.AppendVarint(dst, e.Time)
 		dst = binary.AppendUvarint(dst, e.Origin)
 		dst = binary.AppendUvarint(dst, e.ReqID)
+		if version >= 2 {
+			dst = binary.AppendUvarint(dst, uint64(e.Kind))
+		}
 		dst = binary.AppendUvarint(dst, uint64(len(e.Data)))
 		dst = append(dst, e.Data...)
+	}
+	if version >= 2 {
+		if conf == nil {
+			return append(dst, 0)
+		}
+		dst = append(dst, 1)
+		dst = binary.AppendUvarint(dst, conf.Version)
+		dst = binary.AppendUvarint(dst, conf.Index)
+		data := EncodeMembership(*conf)
+		dst = binary.AppendUvarint(dst, uint64(len(data)))
+		dst = append(dst, data...)
 	}
 	return dst
 }
@@ -148,8 +191,9 @@ func AppendMessage(dst []byte, m *Message) []byte {
 func DecodeMessage(b []byte) (Message, error) {
 	d := decoder{b: b}
 	var m Message
-	if v := d.byte(); v != messageVersion {
-		return m, fmt.Errorf("%w: version %d", ErrBadMessage, v)
+	version := d.byte()
+	if version != messageVersion1 && version != messageVersion {
+		return m, fmt.Errorf("%w: version %d", ErrBadMessage, version)
 	}
 	m.Type, m.Flags, m.State = MsgType(d.byte()), d.byte(), d.byte()
 	epoch := d.uvarint()
@@ -174,8 +218,18 @@ func DecodeMessage(b []byte) (Message, error) {
 			e := &m.Entries[i]
 			e.Index, e.Zxid, e.Time = d.uvarint(), d.uvarint(), d.varint()
 			e.Origin, e.ReqID = d.uvarint(), d.uvarint()
+			if version >= 2 {
+				if k := d.uvarint(); k < uint64(entryKindEnd) {
+					e.Kind = EntryKind(k)
+				} else {
+					d.fail(fmt.Sprintf("entry %d of unknown kind %d", e.Index, k))
+				}
+			}
 			e.Data = d.bytes()
 		}
+	}
+	if version >= 2 {
+		m.Membership = d.membership()
 	}
 	if d.err == nil && d.off != len(b) {
 		d.fail("trailing bytes")
@@ -234,6 +288,34 @@ func (d *decoder) varint() int64 {
 	}
 	d.off += n
 	return v
+}
+
+// membership decodes an optional configuration (see AppendMessage).
+func (d *decoder) membership() *Membership {
+	switch d.byte() {
+	case 0:
+		return nil
+	case 1:
+	default:
+		d.fail("bad configuration marker")
+		return nil
+	}
+	version, index := d.uvarint(), d.uvarint()
+	data := d.bytes()
+	if d.err != nil {
+		return nil
+	}
+	if version == 0 || index == 0 {
+		// The starting configuration is never sent; any other has an entry.
+		d.fail(fmt.Sprintf("configuration version %s at index %d", FormatZxid(version), index))
+		return nil
+	}
+	m, err := membershipOf(Entry{Index: index, Zxid: version, Kind: EntryMembership, Data: data})
+	if err != nil {
+		d.fail(err.Error())
+		return nil
+	}
+	return &m
 }
 
 func (d *decoder) bytes() []byte {

@@ -16,7 +16,7 @@ import (
 // means a damaged length field is caught by the checksum rather than
 // silently shifting every later record.
 //
-// Two flag bits of bodyLen add optional fields between time and data, in
+// Three flag bits of bodyLen add optional fields between time and data, in
 // this order:
 //
 //   - recordExtFlag: origin uint64 | reqID uint64, for an entry that names
@@ -27,17 +27,27 @@ import (
 //     group proves an earlier group was synced (see scanSegment). Every
 //     record the log writes now carries it; records written before it
 //     existed do not, and read as before.
+//   - recordKindFlag: kind uint8, the entry's Kind, for an entry that is
+//     not a state machine payload (EntryMembership). Only a segment of
+//     format 4 may hold such a record (see segment.go): in a format-3
+//     segment a binary that does not know the bit would read it as part of
+//     a huge length, and at the end of the last segment cut the record as
+//     a torn tail. A kind this binary does not know makes the record
+//     corrupt, so a new kind needs a new segment format.
 const (
 	recordPrefixSize = 8  // bodyLen + crc
 	recordFixedBody  = 24 // index + zxid + time
 	recordExtSize    = 16 // origin + reqID
 	recordGroupSize  = 4  // groupPos
+	recordKindSize   = 1  // kind
 	recordExtBody    = recordFixedBody + recordExtSize
 	recordExtFlag    = 1 << 31
 	recordGroupFlag  = 1 << 30
+	recordKindFlag   = 1 << 29
+	recordFlags      = recordExtFlag | recordGroupFlag | recordKindFlag
 	recordHeaderSize = recordPrefixSize + recordFixedBody
 	maxRecordBody    = 256 << 20 // hard bound so a damaged length never drives a huge allocation
-	maxEntryDataHard = maxRecordBody - recordExtBody - recordGroupSize
+	maxEntryDataHard = maxRecordBody - recordExtBody - recordGroupSize - recordKindSize
 )
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -50,8 +60,8 @@ var (
 	errCorruptRecord = errors.New("record corrupt")
 )
 
-// recordSize is the encoded size of an entry with dataLen payload bytes,
-// no proposer and no group.
+// recordSize is the encoded size of a state machine entry with dataLen
+// payload bytes, no proposer and no group.
 func recordSize(dataLen int) int { return recordHeaderSize + dataLen }
 
 // entryRecordSize is the encoded size of e as the log writes it (with its
@@ -60,6 +70,9 @@ func entryRecordSize(e Entry) int {
 	n := recordSize(len(e.Data)) + recordGroupSize
 	if e.Origin != 0 || e.ReqID != 0 {
 		n += recordExtSize
+	}
+	if e.Kind != EntryData {
+		n += recordKindSize
 	}
 	return n
 }
@@ -80,6 +93,10 @@ func appendRecord(dst []byte, e Entry, groupFirst uint64) []byte {
 		bodyLen += recordGroupSize
 		bodyLen |= recordGroupFlag
 	}
+	if e.Kind != EntryData {
+		bodyLen += recordKindSize
+		bodyLen |= recordKindFlag
+	}
 	dst = binary.LittleEndian.AppendUint32(dst, bodyLen)
 	dst = binary.LittleEndian.AppendUint32(dst, 0) // crc, filled below
 	dst = binary.LittleEndian.AppendUint64(dst, e.Index)
@@ -91,6 +108,9 @@ func appendRecord(dst []byte, e Entry, groupFirst uint64) []byte {
 	}
 	if groupFirst != 0 {
 		dst = binary.LittleEndian.AppendUint32(dst, uint32(e.Index-groupFirst))
+	}
+	if e.Kind != EntryData {
+		dst = append(dst, byte(e.Kind))
 	}
 	dst = append(dst, e.Data...)
 	binary.LittleEndian.PutUint32(dst[start+4:], recordChecksum(dst[start:]))
@@ -150,6 +170,15 @@ func decodeRecordGroup(buf []byte) (e Entry, groupFirst uint64, n int, err error
 			return Entry{}, 0, 0, fmt.Errorf("%w: record %d says %d records of its group precede it", errCorruptRecord, e.Index, pos)
 		}
 		groupFirst = e.Index - pos
+		off += recordGroupSize
+	}
+	if rawLen&recordKindFlag != 0 {
+		// Only a kind other than EntryData is written, so that a record
+		// has one encoding.
+		e.Kind = EntryKind(rec[off])
+		if e.Kind == EntryData || e.Kind >= entryKindEnd {
+			return Entry{}, 0, 0, fmt.Errorf("%w: record %d has unknown kind %d", errCorruptRecord, e.Index, e.Kind)
+		}
 	}
 	return e, groupFirst, n, nil
 }
@@ -158,12 +187,15 @@ func decodeRecordGroup(buf []byte) (e Entry, groupFirst uint64, n int, err error
 // size of the body's fixed part (the optional fields included), and checks
 // the length is in range.
 func recordBodyLen(raw uint32) (bodyLen uint32, fixed int, ok bool) {
-	bodyLen, fixed = raw&^(recordExtFlag|recordGroupFlag), recordFixedBody
+	bodyLen, fixed = raw&^recordFlags, recordFixedBody
 	if raw&recordExtFlag != 0 {
 		fixed += recordExtSize
 	}
 	if raw&recordGroupFlag != 0 {
 		fixed += recordGroupSize
+	}
+	if raw&recordKindFlag != 0 {
+		fixed += recordKindSize
 	}
 	return bodyLen, fixed, bodyLen >= uint32(fixed) && bodyLen <= maxRecordBody
 }

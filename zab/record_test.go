@@ -21,6 +21,11 @@ func TestRecordRoundTrip(t *testing.T) {
 		{"proposer", Entry{Index: 7, Zxid: 7, Origin: 3, ReqID: 99, Data: []byte("p")}, 0, recordSize(1) + recordExtSize},
 		{"first of its group", Entry{Index: 10, Zxid: 10, Data: []byte("g")}, 10, recordSize(1) + recordGroupSize},
 		{"inside its group, with proposer", Entry{Index: 12, Zxid: 12, Origin: 1, ReqID: 2, Data: []byte("g")}, 3, recordSize(1) + recordExtSize + recordGroupSize},
+		{"configuration", Entry{Index: 13, Zxid: 13, Kind: EntryMembership, Data: []byte{3, 1, 2, 3, 0}}, 13,
+			recordSize(5) + recordGroupSize + recordKindSize},
+		{"configuration with proposer", Entry{Index: 14, Zxid: 14, Origin: 3, ReqID: 8, Kind: EntryMembership, Data: []byte{1, 1, 0}}, 13,
+			recordSize(3) + recordExtSize + recordGroupSize + recordKindSize},
+		{"configuration without group", Entry{Index: 15, Zxid: 15, Kind: EntryMembership, Data: []byte{1, 1, 0}}, 0, recordSize(3) + recordKindSize},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -39,7 +44,7 @@ func TestRecordRoundTrip(t *testing.T) {
 				t.Errorf("decoded length %d, want %d", n, len(buf))
 			}
 			if got.Index != tt.e.Index || got.Zxid != tt.e.Zxid || got.Time != tt.e.Time || got.Origin != tt.e.Origin ||
-				got.ReqID != tt.e.ReqID || !bytes.Equal(got.Data, tt.e.Data) {
+				got.ReqID != tt.e.ReqID || got.Kind != tt.e.Kind || !bytes.Equal(got.Data, tt.e.Data) {
 				t.Errorf("decoded %+v, want %+v", got, tt.e)
 			}
 			if groupFirst != tt.groupFirst {
@@ -55,6 +60,17 @@ func TestDecodeRecordDetectsDamage(t *testing.T) {
 	badGroup := appendRecord(nil, Entry{Index: 5, Zxid: 5}, 1)
 	binary.LittleEndian.PutUint32(badGroup[recordHeaderSize:], 5)
 	binary.LittleEndian.PutUint32(badGroup[4:], recordChecksum(badGroup))
+	// A record whose kind field says EntryData (never written: a data
+	// entry has no kind field) or a kind this binary does not know.
+	withKind := func(k EntryKind) []byte {
+		b := appendRecord(nil, Entry{Index: 5, Zxid: 5, Kind: EntryMembership, Data: []byte{1, 1, 0}}, 5)
+		b[recordHeaderSize+recordGroupSize] = byte(k)
+		binary.LittleEndian.PutUint32(b[4:], recordChecksum(b))
+		return b
+	}
+	kindRec := withKind(EntryMembership)
+	kindCleared := bytes.Clone(kindRec)
+	kindCleared[3] ^= recordKindFlag >> 24
 	huge := bytes.Clone(rec)
 	huge[3] |= 0x20 // 512 MiB more than the record
 	flip := func(off int) []byte {
@@ -88,6 +104,10 @@ func TestDecodeRecordDetectsDamage(t *testing.T) {
 		{"group flag cleared", flip(3), errCorruptRecord},
 		{"group before index 1", badGroup, errCorruptRecord},
 		{"data flipped", flip(len(rec) - 1), errCorruptRecord},
+		{"kind data", withKind(EntryData), errCorruptRecord},
+		{"kind unknown", withKind(entryKindEnd), errCorruptRecord},
+		{"kind flag cleared", kindCleared, errCorruptRecord},
+		{"kind flag set on a data record", func() []byte { b := bytes.Clone(rec); b[3] |= recordKindFlag >> 24; return b }(), errCorruptRecord},
 		{"zero length", make([]byte, 64), errCorruptRecord},
 	}
 	for _, tt := range tests {
@@ -105,6 +125,7 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add(appendRecord(nil, Entry{Index: 1, Zxid: 1, Time: 1, Data: []byte("seed")}, 0))
 	f.Add(appendRecord(nil, Entry{Index: 2, Zxid: 3}, 1))
 	f.Add(appendRecord(nil, Entry{Index: 2, Zxid: 3, Origin: 1}, 2))
+	f.Add(appendRecord(nil, Entry{Index: 2, Zxid: 3, Origin: 1, Kind: EntryMembership, Data: []byte{1, 1, 0}}, 2))
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, buf []byte) {
 		e, groupFirst, n, err := decodeRecordGroup(buf)
@@ -146,9 +167,10 @@ func FuzzScanSegment(f *testing.F) {
 	for i := uint64(3); i <= 6; i++ {
 		group = appendRecord(group, Entry{Index: i, Zxid: i, Data: []byte("payload")}, 3)
 	}
+	group = appendRecord(group, Entry{Index: 7, Zxid: 7, Kind: EntryMembership, Data: []byte{1, 1, 0}}, 3)
 	f.Add(group, true)
 	f.Add(append(make([]byte, 40), group[40:]...), true)
-	f.Add(append(bytes.Clone(group), appendRecord(nil, Entry{Index: 7, Zxid: 7}, 7)...), false)
+	f.Add(append(bytes.Clone(group), appendRecord(nil, Entry{Index: 8, Zxid: 8}, 8)...), false)
 	f.Add(append(append(bytes.Clone(group[:30]), make([]byte, 20)...), appendRecord(nil, Entry{Index: 4, Zxid: 4}, 3)...), true)
 	f.Fuzz(func(t *testing.T, body []byte, isLast bool) {
 		buf := append(segmentHeader(3, 2), body...)

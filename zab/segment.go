@@ -17,12 +17,15 @@ import (
 // segment is created whole, header included, before any record goes into
 // it, so a valid log never holds a torn header.
 //
-// The header's magic is its version. The current one (3) promises that
-// every record in the segment was written with its group (see record.go);
-// the log appends only to a current segment, so that a binary that does
-// not know groups refuses the segment rather than take its records for a
-// torn tail. Segments of versions 1 (no previous zxid) and 2 (records
-// without groups) are still read, and sealed on open (see resume).
+// The header's magic is its version. The current one (4) promises that
+// every record in the segment was written with its group (see record.go),
+// and is the only one that may hold records with a kind (configuration
+// entries). The log appends only to a current segment, so that a binary
+// that does not know groups or kinds refuses the segment (its header is of
+// a format it does not know) rather than take its records for a torn
+// tail. Segments of versions 1 (no previous zxid), 2 (records without
+// groups) and 3 (no kinds) are still read, and sealed on open (see
+// resume). A header of a later version is refused by name.
 //
 // A segment file is preallocated to the segment size: the space after its
 // last record reads as zeros, and zeros are never a record (a body length
@@ -32,7 +35,9 @@ const (
 	segmentSuffix       = ".log"
 	segmentMagicV1      = "JANUSZAB"
 	segmentMagicV2      = "JANUSZB2"
-	segmentMagic        = "JANUSZB3"
+	segmentMagicV3      = "JANUSZB3"
+	segmentMagic        = "JANUSZB4"
+	segmentMagicFamily  = "JANUSZB" // followed by the version digit, from 2 on
 	segmentHeaderSizeV1 = len(segmentMagicV1) + 8
 	segmentHeaderSize   = len(segmentMagic) + 16
 )
@@ -65,18 +70,25 @@ func segmentHeader(first, prevZxid uint64) []byte {
 // zxid (0 in a first-version header).
 func parseSegmentHeader(buf []byte) (size int, first, prevZxid uint64, err error) {
 	switch {
-	case len(buf) >= segmentHeaderSize && (isCurrentSegment(buf) || string(buf[:len(segmentMagicV2)]) == segmentMagicV2):
+	case len(buf) >= segmentHeaderSize && (isCurrentSegment(buf) || hasMagic(buf, segmentMagicV3) || hasMagic(buf, segmentMagicV2)):
 		return segmentHeaderSize, binary.LittleEndian.Uint64(buf[8:]), binary.LittleEndian.Uint64(buf[16:]), nil
-	case len(buf) >= segmentHeaderSizeV1 && string(buf[:len(segmentMagicV1)]) == segmentMagicV1:
+	case len(buf) >= segmentHeaderSizeV1 && hasMagic(buf, segmentMagicV1):
 		return segmentHeaderSizeV1, binary.LittleEndian.Uint64(buf[8:]), 0, nil
+	case len(buf) >= len(segmentMagic) && hasMagic(buf, segmentMagicFamily) && buf[len(segmentMagicFamily)] > segmentMagic[len(segmentMagicFamily)] &&
+		buf[len(segmentMagicFamily)] <= '9':
+		// Written by a later version: its records may mean what this
+		// binary cannot read, and must not be taken for damage.
+		return 0, 0, 0, fmt.Errorf("segment format %c is newer than this binary reads (%c at most)", buf[len(segmentMagicFamily)], segmentMagic[len(segmentMagicFamily)])
 	}
 	return 0, 0, 0, errors.New("bad segment header")
 }
 
 // isCurrentSegment reports whether buf starts with a current-version
 // segment header.
-func isCurrentSegment(buf []byte) bool {
-	return len(buf) >= len(segmentMagic) && string(buf[:len(segmentMagic)]) == segmentMagic
+func isCurrentSegment(buf []byte) bool { return hasMagic(buf, segmentMagic) }
+
+func hasMagic(buf []byte, magic string) bool {
+	return len(buf) >= len(magic) && string(buf[:len(magic)]) == magic
 }
 
 // segmentScan is what reading one segment found.
@@ -91,7 +103,7 @@ type segmentScan struct {
 	tornRecords int
 	header      int    // header size
 	prevZxid    uint64 // the header's previous zxid (0 if it has none)
-	current     bool   // the header is the current version
+	current     bool   // the header is the current version (4), which may hold records with a kind
 }
 
 // scanSegment validates a segment's bytes. first is the index its name
@@ -158,6 +170,11 @@ func scanSegment(buf []byte, first, prevZxid uint64, isLast bool, onRecord func(
 		}
 		if e.Index != s.last+1 {
 			return s, fmt.Errorf("record at offset %d has index %d, want %d", s.end, e.Index, s.last+1)
+		}
+		if e.Kind != EntryData && !s.current {
+			// No binary writes one: a kind goes only into a segment whose
+			// format an older binary refuses.
+			return s, fmt.Errorf("record %d at offset %d has kind %d in a segment of a format without kinds", e.Index, s.end, e.Kind)
 		}
 		if e.Zxid <= s.lastZxid {
 			return s, fmt.Errorf("record %d at offset %d has zxid %s, not above the previous %s",

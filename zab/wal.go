@@ -23,7 +23,8 @@ type segment struct {
 	// never the file's size.
 	end int64
 	// current is whether its header is the current version, whose records
-	// carry their group; only a current segment is appended to.
+	// carry their group and may carry a kind; only a current segment is
+	// appended to.
 	current bool
 }
 

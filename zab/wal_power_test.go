@@ -58,13 +58,13 @@ func TestLogSurvivesPowerLoss(t *testing.T) {
 		r.cleanRestart()
 		st.runs++
 	}
-	t.Logf("%d power losses in %d logs (%d during recovery), %d entries acknowledged, "+
+	t.Logf("%d power losses in %d logs (%d during recovery), %d entries acknowledged, %d configuration entries appended, "+
 		"%d torn tails cut (%d with records of the torn group beyond the damage), %d unacknowledged entries kept, "+
-		"%d damaged acknowledged records refused",
-		st.losses, st.runs, st.duringRecovery, st.acked, st.cuts, st.cutsWithRecordsAfter, st.keptUnacked, st.refused)
-	if st.cutsWithRecordsAfter == 0 || st.refused == 0 {
-		t.Errorf("the run never met a torn tail with records after the damage (%d) or never refused damage (%d): the test lost its teeth",
-			st.cutsWithRecordsAfter, st.refused)
+		"%d damaged acknowledged records refused (%d of them configuration entries)",
+		st.losses, st.runs, st.duringRecovery, st.acked, st.configs, st.cuts, st.cutsWithRecordsAfter, st.keptUnacked, st.refused, st.configsRefused)
+	if st.cutsWithRecordsAfter == 0 || st.refused == 0 || st.configsRefused == 0 {
+		t.Errorf("the run never met a torn tail with records after the damage (%d) or never refused damage (%d, %d of configuration entries): the test lost its teeth",
+			st.cutsWithRecordsAfter, st.refused, st.configsRefused)
 	}
 }
 
@@ -73,6 +73,7 @@ type powerStats struct {
 	acked, keptUnacked           int
 	cuts, cutsWithRecordsAfter   int
 	refused                      int
+	configs, configsRefused      int // configuration entries appended; damaged acknowledged ones refused
 }
 
 // powerRun is one log on one powerFS, and what it must hold.
@@ -162,6 +163,11 @@ func (r *powerRun) appendGroup() {
 		ents[i] = Entry{Index: index, Zxid: MakeZxid(r.epoch, uint32(index)), Time: int64(index), Data: data}
 		if r.rng.IntN(2) == 0 {
 			ents[i].Origin, ents[i].ReqID = 1+r.rng.Uint64N(5), r.rng.Uint64()
+		}
+		if r.rng.IntN(10) == 0 {
+			// A configuration entry: its record carries its kind.
+			ents[i].Kind = EntryMembership
+			r.st.configs++
 		}
 	}
 	if err := r.w.append(ents); err != nil {
@@ -273,7 +279,7 @@ func (r *powerRun) check() {
 		err := w.read(first, last, 50, func(batch []Entry) error {
 			for _, e := range batch {
 				if wa := want[e.Index-1]; e.Index != next || e.Zxid != wa.Zxid || e.Time != wa.Time ||
-					e.Origin != wa.Origin || e.ReqID != wa.ReqID || !bytes.Equal(e.Data, wa.Data) {
+					e.Origin != wa.Origin || e.ReqID != wa.ReqID || e.Kind != wa.Kind || !bytes.Equal(e.Data, wa.Data) {
 					return fmt.Errorf("entry %d is %+v, want %+v", next, e, wa)
 				}
 				next++
@@ -314,6 +320,7 @@ func (r *powerRun) damageIsRefused() {
 		index   uint64
 		lastSeg bool
 		groupOf uint64
+		config  bool
 	}
 	var recs []rec
 	for i, path := range segs {
@@ -327,7 +334,7 @@ func (r *powerRun) damageIsRefused() {
 			if err != nil {
 				break
 			}
-			recs = append(recs, rec{path, off, n, e.Index, i == len(segs)-1, g})
+			recs = append(recs, rec{path, off, n, e.Index, i == len(segs)-1, g, e.Kind == EntryMembership})
 			off += n
 		}
 	}
@@ -365,6 +372,9 @@ func (r *powerRun) damageIsRefused() {
 		r.t.Fatalf("%s of record %d: the error %q does not name the segment %s and an offset", what, rc.index, msg, filepath.Base(rc.path))
 	}
 	r.st.refused++
+	if rc.config {
+		r.st.configsRefused++
+	}
 }
 
 // tornCounter is a slog handler that counts the log's torn-tail cuts.

@@ -1,10 +1,12 @@
 package zab
 
 import (
+	"bytes"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -509,13 +511,18 @@ func TestRecoveryTellsATornLastGroupFromSyncedDamage(t *testing.T) {
 	}
 }
 
-// writeOldSegment writes a version-2 segment (records without their group)
-// holding ents, as versions before groups did.
-func writeOldSegment(t *testing.T, dir string, first, prevZxid uint64, ents []Entry) string {
+// writeOldSegment writes a segment of an older format (magic
+// segmentMagicV2: records without their group; segmentMagicV3: records
+// with their group, no kinds) holding ents, as those versions did.
+func writeOldSegment(t *testing.T, dir, magic string, first, prevZxid uint64, ents []Entry) string {
 	t.Helper()
-	b := append([]byte(segmentMagicV2), segmentHeader(first, prevZxid)[len(segmentMagic):]...)
+	b := append([]byte(magic), segmentHeader(first, prevZxid)[len(segmentMagic):]...)
 	for _, e := range ents {
-		b = appendRecord(b, e, 0)
+		groupFirst := uint64(0)
+		if magic != segmentMagicV2 {
+			groupFirst = ents[0].Index
+		}
+		b = appendRecord(b, e, groupFirst)
 	}
 	path := filepath.Join(dir, segmentName(first))
 	if err := os.WriteFile(path, append(b, make([]byte, 100)...), 0o644); err != nil {
@@ -524,15 +531,45 @@ func writeOldSegment(t *testing.T, dir string, first, prevZxid uint64, ents []En
 	return path
 }
 
-// A log written before records carried their group is read as it was; it
-// is never appended to, so a binary that does not know groups refuses the
-// new segments instead of cutting their records as a torn tail.
+// A log written by an older version (records without their group, or
+// segments that cannot hold kinds) is read as it was; it is never appended
+// to, so a binary that does not know groups or kinds refuses the new
+// segments instead of cutting their records as a torn tail.
 func TestOldSegmentsAreReadAndSealed(t *testing.T) {
+	for _, magic := range []string{segmentMagicV2, segmentMagicV3} {
+		t.Run(magic, func(t *testing.T) { testOldSegment(t, magic) })
+	}
+	t.Run("damage followed by a record without its group is refused", func(t *testing.T) {
+		dir := t.TempDir()
+		old := writeOldSegment(t, dir, segmentMagicV2, 1, 0, walEntries(1, 1, 1, 4))
+		writeBytesAt(t, old, int64(recordOffsets(t, old)[1]), make([]byte, 8))
+		_, err := openWAL(osFS{}, dir, slog.New(slog.DiscardHandler), 300)
+		if err == nil || !strings.Contains(err.Error(), "does not say which group write it belongs to") {
+			t.Fatalf("Open error %v, want a refusal", err)
+		}
+	})
+	// Nothing writes a record with a kind into a segment of a format
+	// without kinds; one found there is refused, not cut.
+	t.Run("a record with a kind in a format-3 segment is refused", func(t *testing.T) {
+		dir := t.TempDir()
+		ents := walEntries(1, 1, 1, 4)
+		ents[1].Kind, ents[1].Data = EntryMembership, EncodeMembership(Membership{Voters: []uint64{1}})
+		writeOldSegment(t, dir, segmentMagicV3, 1, 0, ents)
+		_, err := openWAL(osFS{}, dir, slog.New(slog.DiscardHandler), 300)
+		if err == nil || !strings.Contains(err.Error(), "record 2 at offset") || !strings.Contains(err.Error(), "format without kinds") {
+			t.Fatalf("Open error %v, want a refusal naming record 2", err)
+		}
+	})
+}
+
+func testOldSegment(t *testing.T, magic string) {
 	t.Run("with records", func(t *testing.T) {
 		dir := t.TempDir()
-		old := writeOldSegment(t, dir, 1, 0, walEntries(1, 1, 1, 4))
+		old := writeOldSegment(t, dir, magic, 1, 0, walEntries(1, 1, 1, 4))
 		w := openTestWAL(t, dir)
-		if err := w.append(walEntries(5, 1, 5, 2)); err != nil {
+		next := walEntries(5, 1, 5, 2)
+		next[1].Kind, next[1].Data = EntryMembership, EncodeMembership(Membership{Voters: []uint64{1, 2}})
+		if err := w.append(next); err != nil {
 			t.Fatal(err)
 		}
 		w.close()
@@ -547,13 +584,17 @@ func TestOldSegmentsAreReadAndSealed(t *testing.T) {
 		if !isCurrentSegment(buf) {
 			t.Fatalf("the new segment starts %q", buf[:8])
 		}
-		if got := readAll(t, openTestWAL(t, dir)); len(got) != 6 {
+		got := readAll(t, openTestWAL(t, dir))
+		if len(got) != 6 {
 			t.Fatalf("the log holds %d entries, want 6", len(got))
+		}
+		if got[5].Kind != EntryMembership || got[4].Kind != EntryData {
+			t.Fatalf("entries 5 and 6 read back with kinds %d and %d", got[4].Kind, got[5].Kind)
 		}
 	})
 	t.Run("empty", func(t *testing.T) {
 		dir := t.TempDir()
-		writeOldSegment(t, dir, 7, MakeZxid(3, 9), nil)
+		writeOldSegment(t, dir, magic, 7, MakeZxid(3, 9), nil)
 		w := openTestWAL(t, dir)
 		if err := w.append(walEntries(7, 4, 1, 2)); err != nil {
 			t.Fatal(err)
@@ -571,13 +612,145 @@ func TestOldSegmentsAreReadAndSealed(t *testing.T) {
 			t.Fatalf("the log holds %d entries, want 2", len(got))
 		}
 	})
-	t.Run("damage followed by an old record is refused", func(t *testing.T) {
-		dir := t.TempDir()
-		old := writeOldSegment(t, dir, 1, 0, walEntries(1, 1, 1, 4))
-		writeBytesAt(t, old, int64(recordOffsets(t, old)[1]), make([]byte, 8))
-		_, err := openWAL(osFS{}, dir, slog.New(slog.DiscardHandler), 300)
-		if err == nil || !strings.Contains(err.Error(), "does not say which group write it belongs to") {
-			t.Fatalf("Open error %v, want a refusal", err)
+}
+
+// A segment of a format later than this binary reads is refused, naming
+// the segment and the format, and left as it is: its records may mean
+// what this binary cannot read, so they are neither replayed nor cut.
+func TestLaterSegmentFormatIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	w := openTestWAL(t, dir)
+	if err := w.append(walEntries(1, 1, 1, 3)); err != nil {
+		t.Fatal(err)
+	}
+	w.close()
+	seg := segmentFiles(t, dir)[0]
+	writeBytesAt(t, seg, int64(len(segmentMagicFamily)), []byte{'5'})
+	size := fileSize(t, seg)
+	_, err := openWAL(osFS{}, dir, slog.New(slog.DiscardHandler), 300)
+	if err == nil || !strings.Contains(err.Error(), filepath.Base(seg)) || !strings.Contains(err.Error(), "segment format 5 is newer than this binary reads") {
+		t.Fatalf("Open error %v, want a refusal naming the segment and its format", err)
+	}
+	if got := fileSize(t, seg); got != size {
+		t.Fatalf("the refused segment changed size %d → %d", size, got)
+	}
+}
+
+// A configuration entry's record is recovered like any other: cutting the
+// last group write at any byte keeps every record before the cut, the
+// acknowledged configuration entry and its kind included, and damage to
+// that configuration record anywhere is refused once a later group write
+// proves it was synced, never cut as a torn tail.
+func TestConfigurationRecordsSurviveEveryCut(t *testing.T) {
+	conf := func(e Entry, voters ...uint64) Entry {
+		e.Kind, e.Data = EntryMembership, EncodeMembership(Membership{Voters: voters})
+		return e
+	}
+	g1, g2, g3 := walEntries(1, 1, 1, 3), walEntries(4, 1, 4, 1), walEntries(5, 1, 5, 3)
+	g2[0] = conf(g2[0], 1, 2, 3)
+	g3[1] = conf(g3[1], 1, 2, 3, 4) // unacknowledged once the cut lands before its end
+	want := slices.Concat(g1, g2, g3)
+	src := t.TempDir()
+	w, err := openWAL(osFS{}, src, slog.New(slog.DiscardHandler), 1<<20)
+	if err == nil {
+		err = w.reset(1)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range [][]Entry{g1, g2, g3} {
+		if err := w.append(g); err != nil {
+			t.Fatal(err)
 		}
-	})
+	}
+	w.close()
+	seg := segmentFiles(t, src)[0]
+	orig, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offs, end := scanRecords(t, seg)
+	orig = orig[:end+100] // the preallocated zeros after the records, shortened
+	// open recovers a copy of the segment changed by damage and returns
+	// the entries the log then holds.
+	open := func(damage func(b []byte) []byte) ([]Entry, error) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, filepath.Base(seg))
+		if err := os.WriteFile(path, damage(bytes.Clone(orig)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		w, err := openWAL(osFS{}, dir, slog.New(slog.DiscardHandler), 1<<20)
+		if err != nil {
+			return nil, err
+		}
+		return readAll(t, w), nil
+	}
+
+	cuts := 0
+	for cut := offs[4]; cut < end; cut++ { // every byte of the last group write
+		// Zeroing bytes that are zero already damages nothing: the
+		// zeroed tail damages the first record with a non-zero byte
+		// after cut.
+		zeroedFrom := cut
+		for zeroedFrom < end && orig[zeroedFrom] == 0 {
+			zeroedFrom++
+		}
+		for _, tear := range []struct {
+			name    string
+			damage  func(b []byte) []byte
+			damaged int
+		}{
+			{"cut", func(b []byte) []byte { return b[:cut] }, cut},
+			{"zeroed", func(b []byte) []byte { clear(b[cut:end]); return b }, zeroedFrom},
+		} {
+			got, err := open(tear.damage)
+			if err != nil {
+				t.Fatalf("last group %s at offset %d: the log refused to open: %v", tear.name, cut, err)
+			}
+			checkEntries(t, fmt.Sprintf("last group %s at offset %d", tear.name, cut), got, want[:wholeBefore(offs, end, tear.damaged)])
+			cuts++
+		}
+	}
+
+	refused := 0
+	for off := offs[3]; off < offs[4]; off++ { // every byte of the configuration record
+		_, err := open(func(b []byte) []byte { b[off] ^= 0x10; return b })
+		if err == nil || !strings.Contains(err.Error(), "of a later group write (from index 5), so it had been synced") {
+			t.Fatalf("configuration record damaged at offset %d: Open error %v, want a refusal", off, err)
+		}
+		refused++
+	}
+	t.Logf("%d torn last groups recovered, %d damaged configuration records refused", cuts, refused)
+}
+
+// wholeBefore is how many records of a segment whose records start at
+// offs and end at end lie whole before offset cut.
+func wholeBefore(offs []int, end, cut int) int {
+	n := 0
+	for i := range offs {
+		next := end
+		if i+1 < len(offs) {
+			next = offs[i+1]
+		}
+		if next <= cut {
+			n++
+		}
+	}
+	return n
+}
+
+// checkEntries compares entries read back with the ones written, field by
+// field, the kind included.
+func checkEntries(t *testing.T, what string, got, want []Entry) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: the log holds %d entries, want %d", what, len(got), len(want))
+	}
+	for i, e := range got {
+		wa := want[i]
+		if e.Index != wa.Index || e.Zxid != wa.Zxid || e.Time != wa.Time || e.Origin != wa.Origin || e.ReqID != wa.ReqID ||
+			e.Kind != wa.Kind || !bytes.Equal(e.Data, wa.Data) {
+			t.Fatalf("%s: entry %d is %+v, want %+v", what, e.Index, e, wa)
+		}
+	}
 }
