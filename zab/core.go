@@ -515,7 +515,9 @@ type MembershipChange struct {
 // broadcast with no change pending appends it; anything else is refused
 // (Ready.Refused), nothing proposed: ErrNotLeader, ErrChangePending,
 // ErrStaleMembership, ErrNotCaughtUp (an observer promoted before it is
-// synchronized and within MaxDiffEntries of the leader's log), or the
+// synchronized and within MaxDiffEntries of the leader's log),
+// ErrPeersTooOld (the first change, while a member it keeps has not
+// announced in its FOLLOWERINFO that it reads message version 2), or the
 // configuration's own error.
 func (c *Core) ProposeMembership(ch MembershipChange) {
 	if err := c.checkChange(ch); err != nil {
@@ -558,6 +560,26 @@ func (c *Core) checkChange(ch MembershipChange) error {
 		ps := c.ls.peers[id]
 		if ps == nil || ps.phase < pUpToDate || c.durable-min(c.durable, ps.acked) > uint64(c.cfg.MaxDiffEntries) {
 			return fmt.Errorf("%w: member %d", ErrNotCaughtUp, id)
+		}
+	}
+	// The first change puts configurations into the messages (version
+	// 2), which a member of an older version cannot read: it would no
+	// longer follow, nor even read a notification. So every member the
+	// first change keeps must have announced that it reads them (a
+	// rolling upgrade finishes first); a member it removes need not. Once
+	// a change has committed, an older member could not follow anyway:
+	// refusing later changes would not help it.
+	if c.conf.Version != 0 {
+		return nil
+	}
+	for _, ids := range [][]uint64{c.conf.Voters, c.conf.Observers} {
+		for _, id := range ids {
+			if id == c.id || !m.IsMember(id) {
+				continue
+			}
+			if ps := c.ls.peers[id]; ps == nil || !ps.readsV2 {
+				return fmt.Errorf("%w: member %d", ErrPeersTooOld, id)
+			}
 		}
 	}
 	return nil
@@ -957,7 +979,7 @@ func (c *Core) becomeFollower(leader uint64) {
 }
 
 func (c *Core) followerInfo() Message {
-	m := Message{Type: MsgFollowerInfo, Epoch: c.ep.Accepted, Zxid: c.lastZxid, Index: c.durable, Nonce: c.fs.nonce}
+	m := Message{Type: MsgFollowerInfo, Flags: FlagReadsV2, Epoch: c.ep.Accepted, Zxid: c.lastZxid, Index: c.durable, Nonce: c.fs.nonce}
 	if !c.voter {
 		m.Flags |= FlagObserver
 	}

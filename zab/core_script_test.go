@@ -111,6 +111,11 @@ type scriptNode struct {
 	state      uint64 // the applied index a snapshot of this member reflects
 	// pendingSnaps are snapshot requests the snapshot command answers.
 	pendingSnaps []SnapshotRequest
+	// v1 plays a member of the version before configuration entries: its
+	// FOLLOWERINFO does not announce FlagReadsV2, and a message only
+	// version 2 encodes is refused on its way to it (the transport closes
+	// the connection), so it never arrives.
+	v1 bool
 }
 
 // memLog is an in-memory LogReader: the entries after base.
@@ -298,12 +303,13 @@ func (env *scriptEnv) ids(args map[string]string) []uint64 {
 }
 
 // add starts a member: add id=1 voters=1,2,3 [observers=4]
-// [log=E:A-B,...] [epochs=A/C] [applied=N] [base=N:E:C]. A log run E:A-B
+// [log=E:A-B,...] [epochs=A/C] [applied=N] [base=N:E:C] [v1]. A log run E:A-B
 // holds indexes A through B in epoch E, counters continuing the run
 // before it in that epoch (or from 1).
 func (env *scriptEnv) add(args map[string]string, out *strings.Builder) {
 	id := env.num(args, "id", 0)
-	n := &scriptNode{id: id, disk: &memLog{}}
+	_, v1 := args["v1"]
+	n := &scriptNode{id: id, disk: &memLog{}, v1: v1}
 	if b := args["base"]; b != "" {
 		var idx uint64
 		var e, ctr uint32
@@ -420,6 +426,13 @@ func (env *scriptEnv) ready(n *scriptNode, out *strings.Builder) {
 	}
 	for _, o := range rd.Messages {
 		env.checkSend(n, o)
+		if n.v1 {
+			o.Msg.Flags &^= FlagReadsV2
+		}
+		if to := env.nodes[o.To]; to != nil && to.v1 && AppendMessage(nil, &o.Msg)[0] != messageVersion1 {
+			p("send %d %s: refused, %d reads version 1", o.To, formatMsg(&o.Msg), o.To)
+			continue
+		}
 		p("send %d %s", o.To, formatMsg(&o.Msg))
 		env.net = append(env.net, scriptMsg{from: n.id, to: o.To, msg: o.Msg})
 	}

@@ -45,6 +45,9 @@ type peerState struct {
 	// its SYNC waits for the epoch quorum.
 	epochAcked        bool
 	ackZxid, ackIndex uint64
+	// readsV2 says its last FOLLOWERINFO announced that it decodes
+	// message version 2 (FlagReadsV2); a membership change waits for it.
+	readsV2 bool
 }
 
 // pendingRead is a ReadIndex waiting for its heartbeat round: a local one
@@ -137,6 +140,7 @@ func (c *Core) leaderHandle(from uint64, msg *Message, now int64) {
 			ps = &peerState{nonce: msg.Nonce, accepted: msg.Epoch}
 			ls.peers[from] = ps
 		}
+		ps.readsV2 = msg.Flags&FlagReadsV2 != 0
 		ps.heard = c.now
 		if ls.epoch == 0 {
 			c.checkDiscovery()

@@ -20,6 +20,13 @@ var (
 	// ErrNotCaughtUp refuses promoting an observer that is not
 	// synchronized, or still too far behind the leader's log.
 	ErrNotCaughtUp = errors.New("zab: the observer to promote has not caught up")
+	// ErrPeersTooOld refuses the first change (the active configuration
+	// is the starting one) while a member it keeps has not announced to
+	// this leader that it reads configuration entries (message version
+	// 2): it runs an older version, or has not joined this leader since
+	// the leader was elected. An older member could not follow the
+	// ensemble once configurations are in its messages.
+	ErrPeersTooOld = errors.New("zab: a member has not announced that it reads membership changes")
 )
 
 // Membership is one configuration of the ensemble: who votes and who only
