@@ -211,6 +211,11 @@ func (c *Core) applySync(msg *Message) error {
 	last, lastZxid, lastTime := base, baseZxid, c.lastTime
 	for _, e := range msg.Entries {
 		if e.Index <= last {
+			if e.Index == base && e.Zxid == baseZxid {
+				// The entry at the base (see syncEntries): its Time is a
+				// floor for the next entry's.
+				lastTime = max(lastTime, e.Time)
+			}
 			continue
 		}
 		if e.Index != last+1 || e.Zxid <= lastZxid {

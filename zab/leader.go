@@ -369,7 +369,7 @@ func (c *Core) startSync(id uint64, ps *peerState, fz, fi uint64) {
 		snap(fmt.Sprintf("%d entries behind", c.durable-k))
 		return
 	}
-	ents, err := c.durableEntries(k+1, c.durable)
+	ents, err := c.syncEntries(k)
 	if err != nil {
 		snap(err.Error())
 		return
@@ -404,7 +404,7 @@ func (c *Core) handleSnapResult(res *Snapshot) {
 		ps.phase = pInfo
 		return
 	}
-	ents, err := c.durableEntries(res.Index+1, c.durable)
+	ents, err := c.syncEntries(res.Index)
 	if err != nil {
 		c.log.Warn("entries after snapshot unavailable", "follower", res.Peer, "err", err)
 		ps.phase = pInfo
@@ -412,6 +412,21 @@ func (c *Core) handleSnapResult(res *Snapshot) {
 	}
 	c.sendSync(res.Peer, ps, Message{Type: MsgSync, Flags: FlagSnap, Epoch: ls.epoch, Nonce: ps.nonce, Commit: c.commit,
 		Index: res.Index, Zxid: res.Zxid, Data: res.Data, Entries: ents, Membership: c.syncMembership()})
+}
+
+// syncEntries returns the entries a SYNC based at index k carries: those
+// after k, preceded by the one at k when the log still holds it. A
+// follower skips that one, but takes its Time: a log that holds no entry
+// (restored from a snapshot) does not know the Time its next entry must
+// not go below, and if that follower led next, its entries' Time would go
+// back to its own clock.
+func (c *Core) syncEntries(k uint64) ([]Entry, error) {
+	if k > 0 {
+		if ents, err := c.durableEntries(k, c.durable); err == nil {
+			return ents, nil
+		}
+	}
+	return c.durableEntries(k+1, c.durable)
 }
 
 // leaderAppend assigns the next zxid to a proposal and queues it for the

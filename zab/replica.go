@@ -512,12 +512,6 @@ func (r *replica) carryOut(rd Ready) error {
 			w.done <- rpcResult{index: a.Index, data: a.Data, err: a.Err}
 		}
 	}
-	for _, x := range rd.Transfers {
-		if w := r.rpcs[x.ReqID]; w != nil {
-			delete(r.rpcs, x.ReqID)
-			w.done <- rpcResult{err: x.Err}
-		}
-	}
 	for _, call := range rd.Calls {
 		r.serveCall(call)
 	}
@@ -540,6 +534,14 @@ func (r *replica) carryOut(rd Ready) error {
 		r.m.roles.publish(rc)
 	}
 	r.publish(rd)
+	// After publish: a transfer's caller that reads Status sees the new
+	// leader.
+	for _, x := range rd.Transfers {
+		if w := r.rpcs[x.ReqID]; w != nil {
+			delete(r.rpcs, x.ReqID)
+			w.done <- rpcResult{err: x.Err}
+		}
+	}
 	return nil
 }
 

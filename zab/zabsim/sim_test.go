@@ -285,6 +285,13 @@ func TestTraces(t *testing.T) {
 		// follower's new currentEpoch then outranked committed entries, and
 		// it later led and truncated them.
 		{"earlysync.trace", Options{}, ""},
+		// A member synchronized by SNAP (its log holding no entry) did not
+		// know the last entry's Time; made leader by a transfer, it
+		// stamped its entries with its own, slower clock.
+		{"snaptime.trace", Options{}, ""},
+		// During a leader transfer, a late copy of a REQUEST proposed
+		// before it was answered "nothing proposed".
+		{"transferdup.trace", Options{}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
