@@ -403,7 +403,10 @@ func memberHistory(ctx context.Context, t *testing.T, c *Cluster, i int, from, e
 			return out, nil
 		}
 	}
-	return out, fmt.Errorf("node %d: watch ended at %d events short of revision %d: %w", c.Nodes[i].ID, len(out), end, ctx.Err())
+	if ctx.Err() != nil {
+		return out, fmt.Errorf("node %d: watch ended at %d events short of revision %d: %w", c.Nodes[i].ID, len(out), end, ctx.Err())
+	}
+	return out, fmt.Errorf("node %d: watch closed at %d events, short of revision %d, with no error", c.Nodes[i].ID, len(out), end)
 }
 
 // compactedError says a member's history starts after the revision asked

@@ -3,8 +3,10 @@ package cluster
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -35,9 +37,12 @@ type membershipRun struct {
 
 // startMembershipRun starts a 3-process ensemble and the workload on it.
 // The workload stops (and its clients are waited for) when the test ends,
-// whether it passes or not.
+// whether it passes or not. The leader sends a snapshot to a member
+// missing more than 50 entries, so a member that joins on an empty disk
+// catches up by snapshot, as in production where the log has long been
+// trimmed.
 func startMembershipRun(t *testing.T) *membershipRun {
-	c := Start(t, Options{Binary: binary, Nodes: 3})
+	c := Start(t, Options{Binary: binary, Nodes: 3, Args: []string{"--max-diff-entries", "50"}})
 	mustLeader(t, c)
 	wctx, cancel := context.WithCancel(context.Background())
 	w := Workload{EtcdEndpoints: c.EtcdEndpoints(), ZKServers: c.ZKServers()}
@@ -113,6 +118,9 @@ func (r *membershipRun) add(learner bool) int {
 	}
 	r.t.Logf("node %d joined with %v", id, n.ensemble)
 	r.caughtUp(i)
+	if log := tail(n.LogPath, 10000); !strings.Contains(log, "installing snapshot") {
+		r.t.Errorf("node %d joined on an empty disk without a snapshot; its log:\n%s", id, tail(n.LogPath, 30))
+	}
 	return i
 }
 
@@ -279,6 +287,16 @@ func checkAgreement(t *testing.T, c *Cluster) {
 		if errors.As(err, &ce) {
 			h.from = ce.rev + 1
 			h.history, err = memberHistory(ctx, t, c, i, h.from, end)
+		} else if err != nil && len(h.history) == 0 && ctx.Err() == nil {
+			// A member that caught up by snapshot ends a watch from before
+			// the snapshot with a cancel that says neither compacted nor
+			// why (a known gap, see the report of this test's branch):
+			// start after the snapshot its log names.
+			if rev, ok := restoredRev(n.LogPath); ok {
+				t.Logf("node %d ended a watch from revision 1 without reporting compaction (%v); it was restored from a snapshot at revision %d", n.ID, err, rev)
+				h.from = rev + 1
+				h.history, err = memberHistory(ctx, t, c, i, h.from, end)
+			}
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -309,6 +327,29 @@ func checkAgreement(t *testing.T, c *Cluster) {
 		}
 	}
 	t.Logf("every running member holds the same %d events from revision %d through %d; HashKV %v", len(first), from, end, hashes)
+}
+
+// restoredRev returns the revision of the last snapshot a node's log says
+// its store was restored from.
+func restoredRev(logPath string) (int64, bool) {
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		return 0, false
+	}
+	var rev int64
+	found := false
+	for _, l := range strings.Split(string(b), "\n") {
+		if !strings.Contains(l, `"msg":"store restored from snapshot"`) {
+			continue
+		}
+		var rec struct {
+			Rev int64 `json:"rev"`
+		}
+		if json.Unmarshal([]byte(l), &rec) == nil {
+			rev, found = rec.Rev, true
+		}
+	}
+	return rev, found
 }
 
 // TestClusterMemberAddPromoteRemove is an operator's learner procedure
