@@ -83,8 +83,14 @@ func (c *Cluster) RunningEtcdEndpoints() []string {
 // it from the test's goroutine (locating etcdctl may fail the test).
 func (c *Cluster) Etcdctl(ctx context.Context, args ...string) (string, error) {
 	c.t.Helper()
+	return c.EtcdctlAt(ctx, c.RunningEtcdEndpoints(), args...)
+}
+
+// EtcdctlAt is Etcdctl against the given etcd endpoints only.
+func (c *Cluster) EtcdctlAt(ctx context.Context, endpoints []string, args ...string) (string, error) {
+	c.t.Helper()
 	c.etcdctlOnce.Do(func() { c.etcdctl = testenv.EtcdctlPath(c.t) })
-	full := append([]string{"--endpoints", strings.Join(c.RunningEtcdEndpoints(), ","), "--command-timeout", "10s"}, args...)
+	full := append([]string{"--endpoints", strings.Join(endpoints, ","), "--command-timeout", "10s"}, args...)
 	cmd := exec.CommandContext(ctx, c.etcdctl, full...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -131,11 +137,15 @@ type ListedMember struct {
 	IsLearner  bool     `json:"isLearner"`
 }
 
-// MemberList returns the members etcdctl member list shows, sorted by ID.
-// Without --consistency=s etcdctl asks for a linearizable list.
-func (c *Cluster) MemberList(ctx context.Context) ([]ListedMember, error) {
+// MemberList returns the members etcdctl member list shows, sorted by ID,
+// asking the given endpoints (none: every running node). Without
+// --consistency=s etcdctl asks for a linearizable list.
+func (c *Cluster) MemberList(ctx context.Context, endpoints ...string) ([]ListedMember, error) {
 	c.t.Helper()
-	out, err := c.Etcdctl(ctx, "member", "list", "-w", "json")
+	if len(endpoints) == 0 {
+		endpoints = c.RunningEtcdEndpoints()
+	}
+	out, err := c.EtcdctlAt(ctx, endpoints, "member", "list", "-w", "json")
 	if err != nil {
 		return nil, err
 	}

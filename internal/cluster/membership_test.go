@@ -198,15 +198,53 @@ func (r *membershipRun) promote(i int) {
 // process, as the procedure says.
 func (r *membershipRun) remove(i int) {
 	r.t.Helper()
-	r.etcdctl("member", "remove", hexID(r.c.Nodes[i].ID))
+	r.removeMember(r.c.Nodes[i].ID)
 	if err := r.c.Stop(i, 30*time.Second); err != nil {
 		r.t.Fatal(err)
 	}
 }
 
+// removeMember runs etcdctl member remove id. An "etcdserver: leader
+// changed" answer leaves the outcome unknown (the member that took the
+// request may be the one removed, which loses its leader as the change
+// commits); as an operator would, the test then reads member list and
+// asks again only if the member is still there.
+func (r *membershipRun) removeMember(id uint64) {
+	r.t.Helper()
+	for {
+		var err error
+		r.retry(func() error {
+			_, err = r.c.Etcdctl(r.ctx, "member", "remove", hexID(id))
+			if err != nil && strings.Contains(err.Error(), "etcdserver: leader changed") {
+				return nil // decided below
+			}
+			return err
+		})
+		if err == nil {
+			return
+		}
+		r.t.Logf("member remove %x: outcome unknown (%v); reading member list", id, err)
+		var members []ListedMember
+		r.retry(func() (err error) {
+			members, err = r.c.MemberList(r.ctx)
+			return err
+		})
+		if !slices.ContainsFunc(members, func(m ListedMember) bool { return m.ID == id }) {
+			r.t.Logf("member %x is gone: the remove committed", id)
+			return
+		}
+	}
+}
+
 // expectMembers checks that member list shows exactly these voters and
-// learners (node indexes).
+// learners (node indexes), asked of every running node.
 func (r *membershipRun) expectMembers(voters, learners []int) {
+	r.t.Helper()
+	r.expectMembersAt(nil, voters, learners)
+}
+
+// expectMembersAt is expectMembers asking the given etcd endpoints only.
+func (r *membershipRun) expectMembersAt(endpoints []string, voters, learners []int) {
 	r.t.Helper()
 	ids := func(idx []int) []uint64 {
 		var out []uint64
@@ -217,7 +255,7 @@ func (r *membershipRun) expectMembers(voters, learners []int) {
 		return out
 	}
 	var gotV, gotL []uint64
-	members, err := r.c.MemberList(r.ctx)
+	members, err := r.c.MemberList(r.ctx, endpoints...)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -417,8 +455,7 @@ func TestClusterGrowAndShrink(t *testing.T) {
 	r.expectMembers([]int{0, 1, 2, added[0], added[1]}, nil)
 
 	before := r.res.Acks()
-	r.restartStale(2)
-	r.expectMembers([]int{0, 1, 2, added[0], added[1]}, nil)
+	r.restartStale(2, []int{0, 1, 2, added[0], added[1]}, nil)
 	r.settle("restart of node 3 with stale --peers in the 5-member ensemble", before)
 
 	before = r.res.Acks()
@@ -433,8 +470,7 @@ func TestClusterGrowAndShrink(t *testing.T) {
 	r.expectMembers([]int{0, 1, added[1]}, nil)
 
 	before = r.res.Acks()
-	r.restartStale(added[1])
-	r.expectMembers([]int{0, 1, added[1]}, nil)
+	r.restartStale(added[1], []int{0, 1, added[1]}, nil)
 	r.settle("restart of node 5 with stale flags in the shrunk ensemble", before)
 	r.finish()
 }
@@ -452,8 +488,11 @@ func (r *membershipRun) moveLeader(i int) {
 }
 
 // restartStale restarts node i (SIGTERM, start) with the flags it was
-// first started with, whose --peers no longer name the ensemble.
-func (r *membershipRun) restartStale(i int) {
+// first started with, whose --peers no longer name the ensemble, and
+// checks that the configuration it stored wins: it starts with the
+// ensemble's voters (its log says, before any leader could have told it)
+// and lists the ensemble as it is (voters and learners, node indexes).
+func (r *membershipRun) restartStale(i int, voters, learners []int) {
 	r.t.Helper()
 	if err := r.c.Stop(i, 30*time.Second); err != nil {
 		r.t.Fatal(err)
@@ -461,7 +500,37 @@ func (r *membershipRun) restartStale(i int) {
 	if err := r.c.Restart(i); err != nil {
 		r.t.Fatal(err)
 	}
+	var ids []uint64
+	for _, v := range voters {
+		ids = append(ids, r.c.Nodes[v].ID)
+	}
+	slices.Sort(ids)
+	want := fmt.Sprintf("voters=%v", ids)
+	if got := startedWith(r.c.Nodes[i].LogPath); !strings.Contains(got, want) {
+		r.t.Errorf("node %d restarted with stale flags started with configuration %q, want %s", r.c.Nodes[i].ID, got, want)
+	}
 	r.caughtUp(i)
+	r.expectMembersAt([]string{r.c.Nodes[i].EtcdAddr}, voters, learners)
+}
+
+// startedWith returns the configuration the last start in a node's log
+// began with (zab's "zab member started" record).
+func startedWith(logPath string) string {
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		return ""
+	}
+	got := ""
+	for _, l := range strings.Split(string(b), "\n") {
+		var rec struct {
+			Msg        string `json:"msg"`
+			Membership string `json:"membership"`
+		}
+		if json.Unmarshal([]byte(l), &rec) == nil && rec.Msg == "zab member started" {
+			got = rec.Membership
+		}
+	}
+	return got
 }
 
 // TestClusterReplaceKilledMember replaces a member lost with its disk:
@@ -475,7 +544,7 @@ func TestClusterReplaceKilledMember(t *testing.T) {
 	r.settle("SIGKILL of node 3", before)
 
 	before = r.res.Acks()
-	r.etcdctl("member", "remove", hexID(r.c.Nodes[2].ID))
+	r.removeMember(r.c.Nodes[2].ID)
 	r.expectMembers([]int{0, 1}, nil)
 	r.settle("member remove of the dead node 3", before)
 
