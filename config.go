@@ -115,6 +115,8 @@ type Config struct {
 	// DisableExtendedTypes turns TTL znodes off (--extended-types-enabled=false).
 	DisableExtendedTypes bool
 	EnforceQuota         bool
+	// ZKReconfigEnabled serves ZooKeeper's reconfig (--zk-reconfig-enabled).
+	ZKReconfigEnabled bool
 
 	// applyFault is MemberConfig.ApplyFault, for tests that need a member
 	// to stop as a failing disk would stop it; no flag sets it.
@@ -228,6 +230,7 @@ func parseConfig(args, environ []string, stderr io.Writer) (Config, error) {
 	idFromHostname := fs.Bool("id-from-hostname", false, "take --id from the trailing number of the host name, plus 1 (a Kubernetes StatefulSet's pod janus-0 is member 1)")
 	extendedTypes := fs.Bool("extended-types-enabled", true, "allow TTL znodes, as ZooKeeper's extendedTypesEnabled (on by default in Janus; off when --zk-config's file does not turn it on, as in ZooKeeper)")
 	fs.BoolVar(&cfg.EnforceQuota, "zk-enforce-quota", false, "refuse ZooKeeper writes past a hard quota set with setquota, as zookeeper.enforceQuota=true does")
+	fs.BoolVar(&cfg.ZKReconfigEnabled, "zk-reconfig-enabled", false, "serve ZooKeeper's reconfig (zkCli's reconfig), as reconfigEnabled=true does; only a super user, or one granted WRITE on /zookeeper/config, may change the ensemble (off: ReconfigDisabled)")
 	fs.StringVar(&cfg.ZKSuperDigest, "zk-super-digest", "", "ZooKeeper super user as user:base64(sha1(user:password)), as -Dzookeeper.DigestAuthenticationProvider.superDigest: a session that adds that digest passes every ACL")
 	fs.StringVar(&cfg.ZKX509SuperUser, "zk-x509-super-user", "", "client certificate subject (RFC 2253, as x509 ACLs name it) that is the ZooKeeper super user, as -Dzookeeper.X509AuthenticationProvider.superUser")
 	jaasFile := fs.String("zk-sasl-jaas-file", "", "JAAS file whose Server section's user_NAME=\"password\" options are the SASL DIGEST-MD5 users of the ZooKeeper face, as ZooKeeper's -Djava.security.auth.login.config")

@@ -186,6 +186,7 @@ var (
 		"4lw.commands.whitelist":         "4lw-whitelist",
 		"jute.maxbuffer":                 "jute-maxbuffer",
 		"extendedTypesEnabled":           "extended-types-enabled",
+		"reconfigEnabled":                "zk-reconfig-enabled",
 		"zookeeper.extendedTypesEnabled": "extended-types-enabled",
 		// ZooKeeper makes any other key k the system property
 		// zookeeper.k, so these are its -D authentication settings.
@@ -197,7 +198,7 @@ var (
 		"dataLogDir": true, "initLimit": true, "preAllocSize": true, "snapCount": true,
 		"autopurge.snapRetainCount": true,
 		"admin.enableServer":        true, "admin.serverPort": true, "admin.serverAddress": true,
-		"standaloneEnabled": true, "reconfigEnabled": true, "dynamicConfigFile": true,
+		"standaloneEnabled": true, "dynamicConfigFile": true,
 		"metricsProvider.className": true, "metricsProvider.httpPort": true,
 		"quorumListenOnAllIPs": true, "electionAlg": true, "peerType": true,
 		"clientPortListenBacklog": true, "globalOutstandingLimit": true,

@@ -256,6 +256,7 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 		MaxConns:             cfg.MaxConns,
 		DisableExtendedTypes: cfg.DisableExtendedTypes,
 		EnforceQuota:         cfg.EnforceQuota,
+		ReconfigEnabled:      cfg.ZKReconfigEnabled,
 		Dirs:                 member.Dirs,
 		RootToken:            n.etcd.RootToken,
 		SuperDigest:          cfg.ZKSuperDigest,

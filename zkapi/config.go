@@ -49,6 +49,12 @@ type Config struct {
 	// under /zookeeper/quota, as ZooKeeper's zookeeper.enforceQuota=true
 	// does (off by default, as in ZooKeeper); see quota.go.
 	EnforceQuota bool
+	// ReconfigEnabled serves the reconfig request, as ZooKeeper's
+	// reconfigEnabled=true does; off (the default, as in ZooKeeper 3.8)
+	// it is refused with ReconfigDisabled. Either way only a super user,
+	// or one a super user granted WRITE on /zookeeper/config, may change
+	// the ensemble.
+	ReconfigEnabled bool
 	// Dirs names the directories conf and dirs report as ZooKeeper's
 	// dataDir (the state) and dataLogDir (the log); nil reports none.
 	Dirs func() (data, log string)

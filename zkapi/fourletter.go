@@ -119,6 +119,10 @@ func (s *Server) fourLetterText(cmd string) string {
 		return "rw"
 	case "conf":
 		kv(s.conf(), "=")
+		if cl, _, ok := s.quorumConf(); ok {
+			b.WriteString("membership: \n")
+			b.Write(configData(cl))
+		}
 	case "envi":
 		b.WriteString("Environment:\n")
 		kv(s.envi(), "=")

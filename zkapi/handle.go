@@ -165,9 +165,7 @@ func (c *conn) handle(op jute.OpCode, rec jute.Record, ids []core.ID) reply {
 	case jute.OpWhoAmI:
 		return c.whoAmI(ids)
 	case jute.OpReconfig:
-		// Membership changes are not offered through the ZooKeeper
-		// face; ZooKeeper with reconfigEnabled=false answers the same.
-		return errReply(c.srv.watches.Dispatched(), jute.CodeReconfigDisabled)
+		return c.reconfig(rec.(*jute.ReconfigRequest), ids)
 	}
 	// Known but unsupported requests.
 	return errReply(c.srv.watches.Dispatched(), jute.CodeUnimplemented)
@@ -486,6 +484,15 @@ func (c *conn) exists(path string, watch bool, ids []core.ID) reply {
 		if err != nil {
 			return reply{fail: err}
 		}
+		var stat jute.Stat
+		if n != nil {
+			stat = toStat(n, d)
+			if path == configPath {
+				if _, stat, err = c.configNode(n, watch); err != nil {
+					return reply{fail: err}
+				}
+			}
+		}
 		if watch && core.IsTreePath([]byte(path)) {
 			// Watches a missing node for its creation, an existing one
 			// for its change or deletion: both are data watches.
@@ -494,7 +501,7 @@ func (c *conn) exists(path string, watch bool, ids []core.ID) reply {
 		if n == nil {
 			return reply{code: jute.CodeNoNode}
 		}
-		return reply{body: &jute.ExistsResponse{Stat: toStat(n, d)}}
+		return reply{body: &jute.ExistsResponse{Stat: stat}}
 	})
 }
 
@@ -523,10 +530,17 @@ func (c *conn) getData(path string, watch bool, ids []core.ID) reply {
 		if !ok {
 			return refused
 		}
+		stat := toStat(n, d)
+		if path == configPath {
+			var err error
+			if n, stat, err = c.configNode(n, watch); err != nil {
+				return reply{fail: err}
+			}
+		}
 		if watch {
 			c.srv.watches.addLocked(&c.srv.watches.data, path, c, watchEntry{armedAt: v.Rev()})
 		}
-		return reply{body: &jute.GetDataResponse{Data: n.Value, Stat: toStat(n, d)}}
+		return reply{body: &jute.GetDataResponse{Data: n.Value, Stat: stat}}
 	})
 }
 
@@ -601,7 +615,14 @@ func (c *conn) getACL(path string, ids []core.ID) reply {
 		if !core.CheckACL(n.ACL, core.PermAdmin, ids) {
 			acl = redactDigests(acl)
 		}
-		return reply{body: &jute.GetACLResponse{ACL: acl, Stat: toStat(n, d)}}
+		stat := toStat(n, d)
+		if path == configPath {
+			var err error
+			if _, stat, err = c.configNode(n, false); err != nil {
+				return reply{fail: err}
+			}
+		}
+		return reply{body: &jute.GetACLResponse{ACL: acl, Stat: stat}}
 	})
 }
 

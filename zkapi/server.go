@@ -22,6 +22,9 @@ type Server struct {
 	started time.Time
 	stats   serverStats
 	digest  treeDigest // the hash four-letter word's history
+	// configSeen is the version of the last configuration the face
+	// showed or saw commit; watches.mu guards it (see noteConfigLocked).
+	configSeen uint64
 
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
@@ -53,6 +56,11 @@ func New(b core.Backend, cfg Config) *Server {
 	go func() {
 		defer s.wg.Done()
 		s.followEvents()
+	}()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.followConfig()
 	}()
 	return s
 }

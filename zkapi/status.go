@@ -68,6 +68,11 @@ func (s *Server) mode() string {
 	case st.LeaderID == st.MemberID:
 		return "leader"
 	}
+	for _, m := range st.Members {
+		if m.ID == st.MemberID && m.IsObserver {
+			return "observer"
+		}
+	}
 	return "follower"
 }
 
@@ -172,7 +177,7 @@ func (s *Server) conf() [][2]string {
 			[2]string{"dataLogDir", log},
 			[2]string{"dataLogSize", fmt.Sprint(logSize)})
 	}
-	return append(pairs, [][2]string{
+	pairs = append(pairs, [][2]string{
 		{"tickTime", fmt.Sprint(s.cfg.TickTime.Milliseconds())},
 		{"maxClientCnxns", fmt.Sprint(s.cfg.MaxClientConns)},
 		{"minSessionTimeout", fmt.Sprint(s.cfg.MinSessionTimeout.Milliseconds())},
@@ -183,6 +188,32 @@ func (s *Server) conf() [][2]string {
 		{"extendedTypesEnabled", fmt.Sprint(!s.cfg.DisableExtendedTypes)},
 		{"reaperIntervalMs", fmt.Sprint(s.cfg.ReaperInterval.Milliseconds())},
 	}...)
+	if _, self, ok := s.quorumConf(); ok {
+		// QuorumZooKeeperServer.dumpConf's lines (initLimit and
+		// syncLimit have no counterpart in Janus). Janus's one peer
+		// port is ZooKeeper's quorum port.
+		_, quorumPort, electionPort := zkPorts(self)
+		peerType := "0" // LearnerType.PARTICIPANT's ordinal
+		if self.IsObserver {
+			peerType = "1"
+		}
+		pairs = append(pairs, [][2]string{
+			{"electionAlg", "3"}, {"electionPort", electionPort}, {"quorumPort", quorumPort}, {"peerType", peerType},
+		}...)
+	}
+	return pairs
+}
+
+// quorumConf returns the active configuration and this member's entry in
+// it, unless the member runs alone (ZooKeeper's standalone mode shows no
+// quorum settings).
+func (s *Server) quorumConf() (core.Cluster, core.ClusterMember, bool) {
+	cl, err := s.backend.Cluster(s.ctx)
+	if err != nil || len(cl.Members) <= 1 {
+		return core.Cluster{}, core.ClusterMember{}, false
+	}
+	self, ok := cl.Member(s.backend.Status().MemberID)
+	return cl, self, ok
 }
 
 // dirSizes returns the bytes in the state's and the log's directories, as
