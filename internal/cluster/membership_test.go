@@ -3,6 +3,8 @@ package cluster
 import (
 	"cmp"
 	"context"
+	"crypto/sha1"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +13,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/januskv/janus/internal/testenv"
 )
 
 // The membership tests change a 3-process ensemble under the two-face
@@ -44,7 +50,13 @@ type membershipRun struct {
 // catches up by snapshot, as in production where the log has long been
 // trimmed.
 func startMembershipRun(t *testing.T, clients int) *membershipRun {
-	c := Start(t, Options{Binary: binary, Nodes: 3, Args: []string{"--max-diff-entries", "50"}})
+	return startMembershipRunArgs(t, clients)
+}
+
+// startMembershipRunArgs is startMembershipRun with extra flags for every
+// member.
+func startMembershipRunArgs(t *testing.T, clients int, args ...string) *membershipRun {
+	c := Start(t, Options{Binary: binary, Nodes: 3, Args: append([]string{"--max-diff-entries", "50"}, args...)})
 	mustLeader(t, c)
 	wctx, cancel := context.WithCancel(context.Background())
 	w := Workload{EtcdEndpoints: c.EtcdEndpoints()[:clients], ZKServers: c.ZKServers()[:clients]}
@@ -576,4 +588,72 @@ func TestClusterMoveLeader(t *testing.T) {
 		r.settle(fmt.Sprintf("move-leader to node %d", r.c.Nodes[i].ID), before)
 	}
 	r.finish()
+}
+
+// TestClusterReplaceKilledMemberZooKeeper is the ZooKeeper way of
+// replacing a lost member, under load, with the real zkCli.sh: node 3 is
+// killed with SIGKILL, reconfig -remove 3 while it is down, the
+// replacement (an ID never named before, as the README says) added as an
+// observer with reconfig -add, started on an empty data dir with
+// --initial-cluster-state existing, and made a participant with a second
+// reconfig -add once it has caught up.
+func TestClusterReplaceKilledMemberZooKeeper(t *testing.T) {
+	const password = "membership-super"
+	sum := sha1.Sum([]byte("super:" + password))
+	digest := "super:" + base64.StdEncoding.EncodeToString(sum[:])
+	r := startMembershipRunArgs(t, 3, "--zk-reconfig-enabled", "--zk-super-digest", digest)
+	// Only a super user, or one granted WRITE on /zookeeper/config, may
+	// reconfigure; zkCli.sh runs a session per command, so grant it.
+	super := zkConn(t, r.c.ZKServers()[:2])
+	if err := super.AddAuth("digest", []byte("super:"+password)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := super.SetACL("/zookeeper/config", zk.WorldACL(zk.PermAll), -1); err != nil {
+		t.Fatalf("grant WRITE on /zookeeper/config: %v", err)
+	}
+
+	before := r.res.Acks()
+	r.c.Kill(2)
+	r.settle("SIGKILL of node 3", before)
+
+	before = r.res.Acks()
+	r.zkReconfig("-remove 3")
+	r.expectMembers([]int{0, 1}, nil)
+	r.settle("reconfig -remove 3", before)
+
+	before = r.res.Acks()
+	n := r.c.NewNode()
+	n.ID = 4
+	observer := fmt.Sprintf("server.4=%s:3888:observer;%s", n.PeerAddr, n.ZKAddr)
+	r.zkReconfig("-add " + observer)
+	i, err := r.c.Join(n, 4, "4", []*Node{r.c.Nodes[0], r.c.Nodes[1]}, []*Node{n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.caughtUp(i)
+	r.expectMembers([]int{0, 1}, []int{i})
+	r.zkReconfig("-add " + strings.Replace(observer, ":observer;", ":participant;", 1))
+	r.expectMembers([]int{0, 1, i}, nil)
+	r.settle("a fresh member added as an observer, started, made a participant", before)
+	r.finish()
+}
+
+// zkReconfig runs zkCli.sh reconfig with args against node 1 until it
+// answers "Committed new configuration", while the ensemble refuses for
+// now (no quorum of the new configuration yet, another change in
+// progress, a connection lost to an election).
+func (r *membershipRun) zkReconfig(args string) {
+	r.t.Helper()
+	for {
+		out := testenv.ZkCli(r.t, r.c.Nodes[0].ZKAddr, "reconfig "+args)
+		if strings.Contains(out, "Committed new configuration") {
+			r.t.Logf("zkCli.sh reconfig %s: %s", args, strings.ReplaceAll(out, "\n", " | "))
+			return
+		}
+		if !strings.Contains(out, "NewConfigNoQuorum") && !strings.Contains(out, "ReconfigInProgress") && !strings.Contains(out, "ConnectionLoss") || r.ctx.Err() != nil {
+			r.t.Fatalf("zkCli.sh reconfig %s:\n%s", args, out)
+		}
+		r.t.Logf("zkCli.sh reconfig %s refused, retrying: %s", args, out)
+		time.Sleep(200 * time.Millisecond)
+	}
 }
