@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/januskv/janus/core"
 	"github.com/januskv/janus/zab"
@@ -72,9 +73,16 @@ func (m *Member) Cluster(ctx context.Context) (core.Cluster, error) {
 	return m.cluster(m.Status().LeaderID), nil
 }
 
-// cluster converts zab's active configuration, marking leader.
+// cluster converts this member's view of the active configuration,
+// marking leader.
 func (m *Member) cluster(leader uint64) core.Cluster {
 	active, _ := m.zab.Membership()
+	return m.clusterOf(active, leader)
+}
+
+// clusterOf converts a configuration, marking leader. The starting one
+// (version 0) has no Meta and shows as the flags describe it.
+func (m *Member) clusterOf(active zab.Membership, leader uint64) core.Cluster {
 	if active.Version == 0 {
 		c := core.Cluster{Members: m.members(leader), LastID: active.LastID}
 		slices.SortFunc(c.Members, func(a, b core.ClusterMember) int { return cmpID(a.ID, b.ID) })
@@ -169,30 +177,68 @@ func (m *Member) membershipChange(version uint64, members []core.ClusterMember) 
 
 // ChangeCluster implements core.Backend: the leader proposes the change;
 // a follower forwards it and answers once it has applied the new
-// configuration itself, so that its own Cluster shows it.
+// configuration's entry itself. The answer is the configuration the change
+// committed, which zab hands back: a leader's own view takes it up a
+// moment later.
 func (m *Member) ChangeCluster(ctx context.Context, version uint64, members []core.ClusterMember) (core.Cluster, error) {
 	if m.single() {
 		return core.Cluster{}, fmt.Errorf("change cluster: %w", core.ErrNotReplicated)
 	}
 	if m.roles.leading.Load() {
-		if _, err := m.changeAsLeader(ctx, version, members); err != nil {
+		active, err := m.changeAsLeader(ctx, version, members)
+		if err != nil {
 			return core.Cluster{}, err
 		}
-		return m.cluster(m.Status().LeaderID), nil
+		return m.clusterOf(active, m.Status().LeaderID), nil
 	}
 	payload := appendMembers(binary.AppendUvarint([]byte{callChangeCluster}, version), members)
 	out, err := m.zab.CallLeader(ctx, payload)
+	if errors.Is(err, zab.ErrLeaderChanged) || errors.Is(err, zab.ErrNoLeader) {
+		// A change that removes this member, or its leader, ends the
+		// role the answer would come back to: the configuration this
+		// member took up says whether it committed.
+		if active, _ := m.zab.Membership(); active.Version > version && sameMembers(active, members) {
+			return m.clusterOf(active, m.Status().LeaderID), nil
+		}
+	}
 	if err != nil {
 		return core.Cluster{}, clusterErr("membership change through the leader", err)
 	}
-	index, err := answerIndex(out)
+	index, rest, err := answerIndex(out)
+	if err != nil {
+		return core.Cluster{}, fmt.Errorf("change cluster: %w", err)
+	}
+	next, err := decodeCluster(rest)
 	if err != nil {
 		return core.Cluster{}, fmt.Errorf("change cluster: %w", err)
 	}
 	if err := m.zab.WaitApplied(ctx, index); err != nil {
 		return core.Cluster{}, clusterErr(fmt.Sprintf("wait applied %d", index), err)
 	}
-	return m.Cluster(ctx)
+	if err := m.awaitActive(ctx, next.Version); err != nil {
+		return core.Cluster{}, err
+	}
+	leader := m.Status().LeaderID
+	for i := range next.Members {
+		next.Members[i].IsLeader = next.Members[i].ID == leader
+	}
+	return next, nil
+}
+
+// sameMembers reports whether active has exactly members' voters and
+// observers.
+func sameMembers(active zab.Membership, members []core.ClusterMember) bool {
+	var voters, observers []uint64
+	for _, cm := range members {
+		if cm.IsObserver {
+			observers = append(observers, cm.ID)
+		} else {
+			voters = append(voters, cm.ID)
+		}
+	}
+	slices.Sort(voters)
+	slices.Sort(observers)
+	return slices.Equal(voters, active.Voters) && slices.Equal(observers, active.Observers)
 }
 
 // changeAsLeader proposes the change on this member, the leader, and
@@ -203,11 +249,26 @@ func (m *Member) changeAsLeader(ctx context.Context, version uint64, members []c
 		return zab.Membership{}, fmt.Errorf("change cluster: %w: %w", &core.Error{Code: core.CodeBadArguments}, err)
 	}
 	if err := m.connectedQuorum(ch.Voters); err != nil {
-		return zab.Membership{}, fmt.Errorf("change cluster: %w", err)
+		// The leader's view of its peers is refreshed every heartbeat:
+		// one just elected may not have it yet.
+		select {
+		case <-ctx.Done():
+			return zab.Membership{}, clusterErr("change cluster", ctx.Err())
+		case <-time.After(2 * m.heartbeat()):
+		}
+		if err := m.connectedQuorum(ch.Voters); err != nil {
+			return zab.Membership{}, fmt.Errorf("change cluster: %w", err)
+		}
 	}
 	active, err := m.zab.ChangeMembership(ctx, ch)
 	if err != nil {
 		return zab.Membership{}, changeErr(err)
+	}
+	// zab answers once the entry is applied; a leader's Core takes the
+	// configuration up at its next step. Until then this member would
+	// still show the old one, and refuse the next change as pending.
+	if err := m.awaitActive(ctx, active.Version); err != nil {
+		return zab.Membership{}, err
 	}
 	m.log.Info("membership changed", "version", zab.FormatZxid(active.Version), "voters", active.Voters, "observers", active.Observers)
 	return active, nil
@@ -257,14 +318,69 @@ func (m *Member) MoveLeader(ctx context.Context, target uint64) error {
 	if m.roles.leading.Load() {
 		return m.moveAsLeader(ctx, target)
 	}
+	old := m.zab.Status().LeaderID
 	out, err := m.zab.CallLeader(ctx, binary.AppendUvarint([]byte{callMoveLeader}, target))
+	if errors.Is(err, zab.ErrLeaderChanged) || errors.Is(err, zab.ErrNoLeader) {
+		// A transfer that succeeds changes the leader before its answer
+		// can arrive: the next leader this member follows says.
+		return m.awaitLeader(ctx, old, target)
+	}
 	if err != nil {
 		return clusterErr("move leader through the leader", err)
 	}
-	if _, err := answerIndex(out); err != nil {
+	if _, _, err := answerIndex(out); err != nil {
 		return fmt.Errorf("move leader: %w", err)
 	}
 	return nil
+}
+
+// leaderPoll is how often a member that lost its leader during a transfer
+// looks whether it follows the next one yet.
+const leaderPoll = 10 * time.Millisecond
+
+// awaitLeader waits until this member follows a leader other than old and
+// reports whether it is target.
+func (m *Member) awaitLeader(ctx context.Context, old, target uint64) error {
+	for {
+		if l := m.zab.Status().LeaderID; l != 0 && l != old {
+			if l != target {
+				return fmt.Errorf("move leader to %d: %d leads: %w", target, l, core.ErrTransferTimeout)
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return clusterErr(fmt.Sprintf("move leader to %d", target), ctx.Err())
+		case <-m.zab.Done():
+			return clusterErr(fmt.Sprintf("move leader to %d", target), zab.ErrStopped)
+		case <-time.After(leaderPoll):
+		}
+	}
+}
+
+// awaitActive waits until this member's active configuration is version
+// or a later one.
+func (m *Member) awaitActive(ctx context.Context, version uint64) error {
+	for {
+		if active, _ := m.zab.Membership(); active.Version >= version {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return clusterErr("wait for the new configuration", ctx.Err())
+		case <-m.zab.Done():
+			return clusterErr("wait for the new configuration", zab.ErrStopped)
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// heartbeat is zab's heartbeat interval as this member runs it.
+func (m *Member) heartbeat() time.Duration {
+	if m.cfg.HeartbeatInterval > 0 {
+		return m.cfg.HeartbeatInterval
+	}
+	return 100 * time.Millisecond
 }
 
 // moveAsLeader transfers this member's leadership to target.
@@ -316,6 +432,7 @@ var refusals = []error{
 // the leader.
 func (m *Member) serveMembershipCall(ctx context.Context, payload []byte) ([]byte, error) {
 	var index uint64
+	var tail []byte // after the index: the configuration a change committed
 	var err error
 	switch payload[0] {
 	case callChangeCluster:
@@ -334,6 +451,8 @@ func (m *Member) serveMembershipCall(ctx context.Context, payload []byte) ([]byt
 		var active zab.Membership
 		active, err = m.changeAsLeader(ctx, version, members)
 		index = active.Index
+		c := m.clusterOf(active, m.cfg.ID)
+		tail = appendMembers(binary.AppendUvarint(binary.AppendUvarint(nil, c.Version), c.LastID), c.Members)
 	case callMoveLeader:
 		target, n := binary.Uvarint(payload[1:])
 		if n <= 0 {
@@ -353,25 +472,46 @@ func (m *Member) serveMembershipCall(ctx context.Context, payload []byte) ([]byt
 		}
 		return nil, err
 	}
-	return binary.AppendUvarint([]byte{answerOK}, index), nil
+	return append(binary.AppendUvarint([]byte{answerOK}, index), tail...), nil
 }
 
-// answerIndex reads a membership call's answer: the index, or the refusal.
-func answerIndex(out []byte) (uint64, error) {
+// answerIndex reads a membership call's answer: the index and what
+// follows it, or the refusal.
+func answerIndex(out []byte) (uint64, []byte, error) {
 	if len(out) == 0 {
-		return 0, errors.New("server: empty answer from the leader")
+		return 0, nil, errors.New("server: empty answer from the leader")
 	}
 	if out[0] != answerOK {
 		if i := int(out[0]) - 2; i >= 0 && i < len(refusals) {
-			return 0, fmt.Errorf("the leader refused: %w", refusals[i])
+			return 0, nil, fmt.Errorf("the leader refused: %w", refusals[i])
 		}
-		return 0, fmt.Errorf("server: unknown answer %d from the leader", out[0])
+		return 0, nil, fmt.Errorf("server: unknown answer %d from the leader", out[0])
 	}
 	index, n := binary.Uvarint(out[1:])
 	if n <= 0 {
-		return 0, errors.New("server: malformed answer from the leader")
+		return 0, nil, errors.New("server: malformed answer from the leader")
 	}
-	return index, nil
+	return index, out[1+n:], nil
+}
+
+// decodeCluster reads a configuration from a leader's answer: its
+// version, its LastID, then its members as appendMembers wrote them.
+func decodeCluster(b []byte) (core.Cluster, error) {
+	var c core.Cluster
+	var n int
+	if c.Version, n = binary.Uvarint(b); n <= 0 {
+		return core.Cluster{}, errors.New("server: malformed configuration from the leader")
+	}
+	b = b[n:]
+	if c.LastID, n = binary.Uvarint(b); n <= 0 {
+		return core.Cluster{}, errors.New("server: malformed configuration from the leader")
+	}
+	members, err := decodeMembers(b[n:])
+	if err != nil {
+		return core.Cluster{}, err
+	}
+	c.Members = members
+	return c, nil
 }
 
 // appendMembers encodes members for a leader call: a count, then per

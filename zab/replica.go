@@ -465,6 +465,9 @@ func (r *replica) carryOut(rd Ready) error {
 			return err
 		}
 	}
+	// Membership shows it before the applier has applied its entry, so
+	// that a caller who waited for that index reads the configuration.
+	r.publishMembership()
 	// Committed entries to the applier.
 	if len(rd.Committed) > 0 {
 		r.wmu.Lock()
@@ -490,7 +493,7 @@ func (r *replica) carryOut(rd Ready) error {
 		r.written = rd.Entries[len(rd.Entries)-1].Index
 	}
 	// 6. Messages, to the members of the configurations in play.
-	r.publishMembership()
+	r.publishMembership() // a change appended by this Ready is pending
 	if rd.HeartbeatRound != 0 {
 		r.hbRound, r.hbSentAt = rd.HeartbeatRound, time.Now()
 	}

@@ -1,0 +1,116 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/januskv/janus/core"
+)
+
+// TestChangeClusterFromAFollower adds and removes voters and observers
+// through a follower, which forwards each change to the leader: every answer is the
+// committed configuration, which the follower itself already shows, with
+// the metadata the change carried; refusals come back as core's errors.
+func TestChangeClusterFromAFollower(t *testing.T) {
+	e := startMemEnsemble(t, 3, 0)
+	leader := e.leader(1, 2, 3)
+	testChangeCluster(t, e.members[e.others(leader)[0]])
+}
+
+// TestChangeClusterOnTheLeader makes the same changes on the leader.
+func TestChangeClusterOnTheLeader(t *testing.T) {
+	e := startMemEnsemble(t, 3, 0)
+	testChangeCluster(t, e.members[e.leader(1, 2, 3)])
+}
+
+func testChangeCluster(t *testing.T, via *Member) {
+	ctx := context.Background()
+	for round := range 6 {
+		cur, err := via.Cluster(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := cur.NextMemberID()
+		added := core.ClusterMember{ID: id, Name: "new", PeerURL: "http://mem-new:2380", EtcdURL: "http://new:2379", ZKAddr: "new:2181", ZKElectionAddr: "new:3888", IsObserver: round%2 == 0}
+		next, err := via.ChangeCluster(ctx, cur.Version, append(slices.Clone(cur.Members), added))
+		if err != nil {
+			t.Fatalf("round %d: add %d through a follower: %v", round, id, err)
+		}
+		got, ok := next.Member(id)
+		if !ok || next.Version == cur.Version {
+			t.Fatalf("round %d: answer %+v lacks member %d", round, next, id)
+		}
+		added.IsLeader = false
+		if got != added {
+			t.Errorf("round %d: added member reads back as %+v, want %+v", round, got, added)
+		}
+		shown, err := via.Cluster(ctx)
+		if err != nil || shown.Version != next.Version {
+			t.Fatalf("round %d: the follower shows version %x (%v), the change committed %x", round, shown.Version, err, next.Version)
+		}
+		if st := via.Status(); len(st.Members) != 4 {
+			t.Errorf("round %d: Status lists %d members, want 4", round, len(st.Members))
+		}
+		if _, err := via.ChangeCluster(ctx, cur.Version, cur.Members); !errors.Is(err, core.ErrStaleCluster) {
+			t.Errorf("round %d: change against a replaced version: %v, want ErrStaleCluster", round, err)
+		}
+		rest := slices.DeleteFunc(slices.Clone(next.Members), func(m core.ClusterMember) bool { return m.ID == id })
+		back, err := via.ChangeCluster(ctx, next.Version, rest)
+		if err != nil {
+			t.Fatalf("round %d: remove %d through a follower: %v", round, id, err)
+		}
+		if _, ok := back.Member(id); ok || back.LastID < id || back.NextMemberID() <= id {
+			t.Fatalf("round %d: after removing %d: %+v", round, id, back)
+		}
+	}
+}
+
+// TestChangeClusterRefusesWithoutAConnectedQuorum: a change whose voters
+// the leader is not connected to a quorum of is refused before it is
+// proposed (etcd's strict reconfiguration check), here adding two voters
+// that never started to three.
+func TestChangeClusterRefusesWithoutAConnectedQuorum(t *testing.T) {
+	e := startMemEnsemble(t, 3, 0)
+	ctx := context.Background()
+	leader := e.leader(1, 2, 3)
+	via := e.members[e.others(leader)[0]]
+	cur, err := via.Cluster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := cur.NextMemberID()
+	more := append(slices.Clone(cur.Members),
+		core.ClusterMember{ID: id, PeerURL: "http://mem-a:1"}, core.ClusterMember{ID: id + 1, PeerURL: "http://mem-b:1"})
+	// 3 of 5 voters connected is a quorum: a third would not be.
+	more = append(more, core.ClusterMember{ID: id + 2, PeerURL: "http://mem-c:1"})
+	if _, err := via.ChangeCluster(ctx, cur.Version, more); !errors.Is(err, core.ErrUnhealthy) {
+		t.Fatalf("adding three unstarted voters to three: %v, want ErrUnhealthy", err)
+	}
+	if now, _ := via.Cluster(ctx); now.Version != cur.Version {
+		t.Fatalf("a refused change committed: version %x", now.Version)
+	}
+}
+
+// TestMoveLeaderFromAFollower moves the leadership to another voter
+// through a follower, and refuses a target that does not vote.
+func TestMoveLeaderFromAFollower(t *testing.T) {
+	e := startMemEnsemble(t, 3, 1)
+	ctx := context.Background()
+	leader := e.leader(1, 2, 3, 4)
+	others := e.others(leader)
+	via, target := e.members[others[0]], others[1]
+	if target == 4 {
+		via, target = e.members[4], others[0]
+	}
+	if err := via.MoveLeader(ctx, 4); !errors.Is(err, core.ErrNotVoter) {
+		t.Fatalf("move leader to the observer: %v, want ErrNotVoter", err)
+	}
+	if err := via.MoveLeader(ctx, target); err != nil {
+		t.Fatalf("move leader to %d through a follower: %v", target, err)
+	}
+	if got := e.leader(1, 2, 3, 4); got != target {
+		t.Fatalf("leader is %d after moving it to %d", got, target)
+	}
+}
