@@ -303,9 +303,11 @@ func (env *scriptEnv) ids(args map[string]string) []uint64 {
 }
 
 // add starts a member: add id=1 voters=1,2,3 [observers=4]
-// [log=E:A-B,...] [epochs=A/C] [applied=N] [base=N:E:C] [v1]. A log run E:A-B
+// [log=E:A-B,...] [epochs=A/C] [applied=N] [base=N:E:C]. A log run E:A-B
 // holds indexes A through B in epoch E, counters continuing the run
 // before it in that epoch (or from 1).
+// A last argument v1 plays a member of the previous version (see
+// scriptNode.v1).
 func (env *scriptEnv) add(args map[string]string, out *strings.Builder) {
 	id := env.num(args, "id", 0)
 	_, v1 := args["v1"]

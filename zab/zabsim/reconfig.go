@@ -89,9 +89,10 @@ func (s *sim) reconfig(e Event) {
 	l.core.ProposeMembership(zab.MembershipChange{ReqID: l.reqSeq, Voters: next.Voters, Observers: next.Observers,
 		Addrs: addrs, Version: active.Version, Time: l.wallClock()})
 	l.readySoon()
-	if e.Arg == ReconfigAdd {
+	if _, p := l.core.Membership(); e.Arg == ReconfigAdd && p != nil {
 		// Started with the configuration that adds it, as an operator
-		// would start a new member with the new peer list.
+		// would start a new member with the new peer list, once the
+		// leader took the change (a refused one left nothing pending).
 		target.joined, target.startConf = true, next
 		target.start()
 	}
