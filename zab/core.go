@@ -478,9 +478,10 @@ func (c *Core) Propose(p Proposal) {
 		c.refuse(p.ReqID, ErrLeaderChanged)
 		return
 	}
+	refusal := c.transferRefusal()
 	switch {
-	case leading && c.transferRefusal() != nil:
-		c.refuse(p.ReqID, c.transferRefusal())
+	case leading && refusal != nil:
+		c.refuse(p.ReqID, refusal)
 	case leading:
 		if !c.leaderAppend(c.id, p.ReqID, EntryData, p.Data, p.Time) {
 			c.refuse(p.ReqID, ErrNoLeader)

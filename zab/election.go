@@ -1,5 +1,7 @@
 package zab
 
+import "slices"
+
 // Fast leader election, after ZooKeeper's FastLeaderElection. A looking
 // member votes for the best (currentEpoch, lastZxid, id) it has heard of in
 // the highest round it knows, tells every voter whenever its vote changes,
@@ -71,7 +73,16 @@ func (e *election) notification(c *Core) Message {
 
 func (e *election) notifyAll(c *Core) {
 	msg := e.notification(c)
-	for _, id := range c.voterIDs() {
+	ids := c.voterIDs()
+	// The member voted for hears the vote even if no configuration this
+	// member knows lets it vote: a pending one in its log may (a promoted
+	// observer that holds the change while this member does not), and
+	// without these votes it never counts a quorum of the configurations
+	// it knows, while the voters that chose it wait for it to lead.
+	if l := e.vote.leader; l != c.id && !slices.Contains(ids, l) {
+		ids = append(ids, l)
+	}
+	for _, id := range ids {
 		if id != c.id {
 			c.send(id, msg)
 		}

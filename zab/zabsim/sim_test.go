@@ -292,6 +292,11 @@ func TestTraces(t *testing.T) {
 		// During a leader transfer, a late copy of a REQUEST proposed
 		// before it was answered "nothing proposed".
 		{"transferdup.trace", Options{}, ""},
+		// An observer promoted by a pending change held the change and the
+		// best history; two voters that did not hold it voted for it but
+		// never told it (it was no voter of theirs), so it never counted a
+		// quorum of the old configuration, and they waited for it to lead.
+		{"pendingvote.trace", Options{}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
