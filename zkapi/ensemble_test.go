@@ -28,14 +28,27 @@ func (e *janusEnsemble) Addrs() []string {
 	return out
 }
 
-// Leader waits until a member leads and returns its index.
+// Leader waits until a member leads and every member follows it and has
+// applied what it has committed, and returns its index. (The leader counts
+// a synchronized follower as connected, which a reconfig needs, only from
+// its next tick: see changeReconfig.)
 func (e *janusEnsemble) Leader(t testing.TB) int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	for ctx.Err() == nil {
 		for i, j := range e.members {
-			if st := j.Member.Status(); st.LeaderID == st.MemberID {
+			st := j.Member.Status()
+			if st.LeaderID != st.MemberID {
+				continue
+			}
+			synced := true
+			for _, o := range e.members {
+				if os := o.Member.Status(); os.LeaderID != st.LeaderID || os.AppliedIndex < st.CommitIndex {
+					synced = false
+				}
+			}
+			if synced {
 				return i
 			}
 		}

@@ -335,6 +335,11 @@ func (c *conn) reconfig(r *jute.ReconfigRequest, ids []core.ID) reply {
 	if err != nil {
 		return reply{fail: fmt.Errorf("%w: reconfig: %w", errBackend, err)}
 	}
+	if len(cur.Members) == 1 {
+		// A member on its own is ZooKeeper's standalone server, which
+		// has no quorum to change: Unimplemented, before any check.
+		return errReply(c.srv.watches.Dispatched(), jute.CodeUnimplemented)
+	}
 	if r.CurConfigID != -1 && uint64(r.CurConfigID) != cur.Version {
 		c.log.Info("reconfig refused: stale configuration version", "from", fmt.Sprintf("%x", r.CurConfigID), "active", fmt.Sprintf("%x", cur.Version))
 		return errReply(c.srv.watches.Dispatched(), jute.CodeBadVersion)
