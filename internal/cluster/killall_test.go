@@ -409,6 +409,22 @@ func memberHistory(ctx context.Context, t *testing.T, c *Cluster, i int, from, e
 	return out, fmt.Errorf("node %d: watch closed at %d events, short of revision %d, with no error", c.Nodes[i].ID, len(out), end)
 }
 
+// putMarker writes key until a write is acknowledged, or ctx ends, and
+// returns its revision: a marker written again after an election refused
+// or interrupted it marks the same point for the caller.
+func putMarker(ctx context.Context, cli *clientv3.Client, key, value string) (int64, error) {
+	for {
+		resp, err := cli.Put(ctx, key, value)
+		if err == nil {
+			return resp.Header.Revision, nil
+		}
+		if ctx.Err() != nil {
+			return 0, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // compactedError says a member's history starts after the revision asked
 // for: it has compacted it, or caught up by a snapshot taken at rev.
 type compactedError struct {
@@ -432,17 +448,9 @@ func (l *killLoad) check(t *testing.T, c *Cluster) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cli := etcdClient(t, c.EtcdEndpoints())
-	var end int64
-	for {
-		resp, err := cli.Put(ctx, "/ka/end", "")
-		if err == nil {
-			end = resp.Header.Revision
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("final write: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
+	end, err := putMarker(ctx, cli, "/ka/end", "")
+	if err != nil {
+		t.Fatalf("final write: %v", err)
 	}
 	var got killAllState
 	for i, n := range c.Nodes {

@@ -70,6 +70,10 @@ func startMembershipRunArgs(t *testing.T, clients int, args ...string) *membersh
 	return &membershipRun{t: t, c: c, res: res, cancel: cancel, ctx: ctx}
 }
 
+// minAcks is how many definite answers of each kind the workload must
+// have had before the checks (Workload.MinAcks's default).
+const minAcks = 10
+
 // refusals are etcd's errors for a change refused with nothing done,
 // which the operator retries: no leader (an election after the leader was
 // removed or moved), a change still pending, a learner not yet in sync.
@@ -181,20 +185,9 @@ func (r *membershipRun) caughtUp(i int) {
 	defer cancel()
 	// Through the others: node i may not know the leader yet.
 	others := slices.DeleteFunc(r.c.RunningEtcdEndpoints(), func(addr string) bool { return addr == r.c.Nodes[i].EtcdAddr })
-	// The marker is written again while a leader change or election
-	// refuses or interrupts it: which write lands does not matter.
-	cli := etcdClient(r.t, others)
-	var rev int64
-	for {
-		resp, err := cli.Put(ctx, readyKey, "caught-up")
-		if err == nil {
-			rev = resp.Header.Revision
-			break
-		}
-		if ctx.Err() != nil {
-			r.t.Fatalf("a write through the ensemble while node %d catches up: %v", r.c.Nodes[i].ID, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+	rev, err := putMarker(ctx, etcdClient(r.t, others), readyKey, "caught-up")
+	if err != nil {
+		r.t.Fatalf("a write through the ensemble while node %d catches up: %v", r.c.Nodes[i].ID, err)
 	}
 	if err := r.c.CaughtUp(ctx, i, rev); err != nil {
 		r.t.Fatal(err)
@@ -298,9 +291,16 @@ func (r *membershipRun) settle(what string, before map[string]int) {
 	r.t.Logf("%s: done, the workload goes on", what)
 }
 
-// finish stops the workload and runs every check.
+// finish stops the workload, once it has done enough of every kind for
+// the checks to mean something (the changes can take less time than
+// that), and runs every check.
 func (r *membershipRun) finish() {
 	r.t.Helper()
+	pctx, cancel := context.WithTimeout(r.ctx, 60*time.Second)
+	defer cancel()
+	if err := r.res.WaitProgress(pctx, nil, minAcks); err != nil {
+		r.t.Fatalf("before the checks: %v", err)
+	}
 	r.cancel()
 	r.res.Wait()
 	r.res.Check(r.t)
@@ -317,17 +317,9 @@ func checkAgreement(t *testing.T, c *Cluster) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cli := etcdClient(t, c.RunningEtcdEndpoints())
-	var end int64
-	for {
-		resp, err := cli.Put(ctx, "/_membership_end", "")
-		if err == nil {
-			end = resp.Header.Revision
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("end marker: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
+	end, err := putMarker(ctx, cli, "/_membership_end", "")
+	if err != nil {
+		t.Fatalf("end marker: %v", err)
 	}
 	type held struct {
 		id        uint64
@@ -638,6 +630,11 @@ func TestClusterReplaceKilledMemberZooKeeper(t *testing.T) {
 	r.finish()
 }
 
+// zkRefusals are how zkCli.sh prints a reconfig the ensemble refused for
+// now: NewConfigNoQuorum (an observer made participant before it caught
+// up), ReconfigInProgress, a connection lost to an election.
+var zkRefusals = []string{"No quorum of new config is connected and up-to-date", "NewConfigNoQuorum", "ReconfigInProgress", "Another reconfiguration is in progress", "ConnectionLoss"}
+
 // zkReconfig runs zkCli.sh reconfig with args against node 1 until it
 // answers "Committed new configuration", while the ensemble refuses for
 // now (no quorum of the new configuration yet, another change in
@@ -650,7 +647,8 @@ func (r *membershipRun) zkReconfig(args string) {
 			r.t.Logf("zkCli.sh reconfig %s: %s", args, strings.ReplaceAll(out, "\n", " | "))
 			return
 		}
-		if !strings.Contains(out, "NewConfigNoQuorum") && !strings.Contains(out, "ReconfigInProgress") && !strings.Contains(out, "ConnectionLoss") || r.ctx.Err() != nil {
+		refused := slices.ContainsFunc(zkRefusals, func(s string) bool { return strings.Contains(out, s) })
+		if !refused || r.ctx.Err() != nil {
 			r.t.Fatalf("zkCli.sh reconfig %s:\n%s", args, out)
 		}
 		r.t.Logf("zkCli.sh reconfig %s refused, retrying: %s", args, out)
