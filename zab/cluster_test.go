@@ -113,6 +113,7 @@ type cluster struct {
 	observers map[uint64]string
 	nodes     map[uint64]*testNode
 	tweak     func(*Config)
+	spare     []int // loopback ports for members added later (TCP tests)
 }
 
 var seedFlag = flag.Uint64("zab.seed", 0, "seed of the in-memory network's faults and of the randomized tests' choices (0: from the clock)")

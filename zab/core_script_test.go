@@ -303,7 +303,7 @@ func (env *scriptEnv) ids(args map[string]string) []uint64 {
 }
 
 // add starts a member: add id=1 voters=1,2,3 [observers=4]
-// [log=E:A-B,...] [epochs=A/C] [applied=N] [base=N:E:C]. A log run E:A-B
+// [log=E:A-B,...] [epochs=A/C] [applied=N] [base=N:E:C] [join=1]. A log run E:A-B
 // holds indexes A through B in epoch E, counters continuing the run
 // before it in that epoch (or from 1).
 // A last argument v1 plays a member of the previous version (see
@@ -357,7 +357,7 @@ func (env *scriptEnv) add(args map[string]string, out *strings.Builder) {
 		ElectionTicks: 4, MaxDiffEntries: int(env.num(args, "maxdiff", 100)), CanSnapshot: true,
 		Seed: [2]uint64{id, 1}, Log: n.disk,
 		Epochs: n.epochs, LastIndex: n.disk.last(), LastZxid: lastZxid, LastTime: lastTime,
-		Applied: n.applied, Unapplied: unapplied,
+		Applied: n.applied, Unapplied: unapplied, Join: args["join"] != "",
 	})
 	if err != nil {
 		env.t.Fatal(err)

@@ -3,6 +3,7 @@ package zab
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 )
@@ -49,6 +50,11 @@ func (m *Member) ChangeMembership(ctx context.Context, ch MembershipChange) (Mem
 	pd := &Pending{m: m, p: p, rep: m.rep}
 	if _, err := pd.Wait(ctx); err != nil {
 		return Membership{}, err
+	}
+	if p.conf == nil {
+		// Answered by an entry that carried no configuration: cannot
+		// happen, as the Core appends the change under this request ID.
+		return Membership{}, fmt.Errorf("zab: membership change %d answered without a configuration", p.reqID)
 	}
 	return *p.conf, nil
 }

@@ -160,19 +160,20 @@ func (c *Core) Membership() (active Membership, pending *Membership) {
 }
 
 // joined ends a joining member's wait at its first synchronization: the
-// configuration the leader sent is now this member's (adopted in
-// applySync, or still its starting one if the leader's is older), its
-// vote counts where that configuration says, and the configuration is
-// persisted so that a restart no longer joins.
+// configuration the leader sent is now this member's (adopted from it or
+// from a notification, or still its starting one if the leader's is
+// that), and its vote counts where that configuration says. A starting
+// configuration is persisted here, so that a restart no longer joins; a
+// later one was persisted when adopted, or will be when its entry is
+// applied.
 func (c *Core) joined() {
 	if !c.joining {
 		return
 	}
 	c.joining = false
 	c.setMembership(c.conf, c.next)
-	if c.rd.Membership == nil {
+	if c.conf.Version == 0 && c.rd.Membership == nil {
 		c.rd.Membership = new(cloneMembership(c.conf))
-		c.savedConf = c.conf.Version
 	}
 	c.log.Info("zab joined the ensemble", "id", c.id, "membership", c.conf.String(), "votes", c.voter)
 }

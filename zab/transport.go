@@ -28,6 +28,7 @@ type PeerSetter interface {
 	// SetPeers makes peers (ID → address; this member's own entry is
 	// ignored) the members messages go to: a new one is dialed, one whose
 	// address changed is dialed there, and one no longer named is sent
-	// what is already queued for it, then no more.
+	// what is already queued for it, then only what the protocol answers
+	// it (a removed member still looking learns of its removal that way).
 	SetPeers(peers map[uint64]string)
 }

@@ -91,10 +91,12 @@ type TCPTransport struct {
 	recv   chan Envelope
 	stopCh chan struct{}
 	// peers are the members messages go to (see SetPeers); known are the
-	// IDs ever among them, whose inbound connections are accepted.
+	// IDs ever among them, whose inbound connections are accepted; former
+	// are the senders of those no longer among them (see sendToFormer).
 	pmu    sync.RWMutex
 	peers  map[uint64]*tcpPeer
 	known  map[uint64]bool
+	former map[uint64]*tcpPeer
 	wg     sync.WaitGroup // every goroutine but the ones reading inbound connections
 	rwg    sync.WaitGroup // inbound readers
 	mu     sync.Mutex
@@ -107,6 +109,7 @@ type tcpPeer struct {
 	addr   string
 	q      chan Message
 	retire chan struct{} // closed when the peer leaves: send what is queued, then stop
+	done   chan struct{} // closed when its sender has stopped
 }
 
 const (
@@ -146,10 +149,11 @@ func NewTCPTransport(cfg TCPConfig) (*TCPTransport, error) {
 		recv:   make(chan Envelope, 8192),
 		peers:  make(map[uint64]*tcpPeer),
 		known:  make(map[uint64]bool),
+		former: make(map[uint64]*tcpPeer),
 		stopCh: make(chan struct{}),
 		conns:  make(map[net.Conn]struct{}),
 	}
-	t.SetPeers(cfg.Peers)
+	t.setPeers(cfg.Peers, false)
 	t.wg.Add(1)
 	go t.acceptLoop()
 	return t, nil
@@ -159,33 +163,46 @@ func NewTCPTransport(cfg TCPConfig) (*TCPTransport, error) {
 func (t *TCPTransport) Addr() net.Addr { return t.ln.Addr() }
 
 // SetPeers implements PeerSetter.
-func (t *TCPTransport) SetPeers(peers map[uint64]string) {
+func (t *TCPTransport) SetPeers(peers map[uint64]string) { t.setPeers(peers, true) }
+
+func (t *TCPTransport) setPeers(peers map[uint64]string, change bool) {
 	t.pmu.Lock()
 	defer t.pmu.Unlock()
-	select {
-	case <-t.stopCh:
-		return // closed: no sender may start
-	default:
-	}
 	for id, p := range t.peers {
 		if addr, ok := peers[id]; !ok || addr != p.addr {
 			t.log.Info("peer leaves", "peer", id, "addr", p.addr)
 			close(p.retire)
 			delete(t.peers, id)
+			t.former[id] = p
 		}
 	}
 	for id, addr := range peers {
 		if id == t.cfg.ID || t.peers[id] != nil {
 			continue
 		}
-		p := &tcpPeer{id: id, addr: addr, q: make(chan Message, t.cfg.QueueSize), retire: make(chan struct{})}
-		if t.known[id] {
+		p := &tcpPeer{id: id, addr: addr, q: make(chan Message, t.cfg.QueueSize), retire: make(chan struct{}), done: make(chan struct{})}
+		if !t.startSender(p) {
+			return // closed
+		}
+		if change {
 			t.log.Info("peer joins", "peer", id, "addr", addr)
 		}
 		t.peers[id], t.known[id] = p, true
-		t.wg.Add(1)
-		go t.runSender(p)
+		delete(t.former, id)
 	}
+}
+
+// startSender starts p's sender unless the transport is closed (Close
+// waits for every sender it started).
+func (t *TCPTransport) startSender(p *tcpPeer) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	t.wg.Add(1)
+	go t.runSender(p)
+	return true
 }
 
 // knows reports whether id was ever a peer.
@@ -195,12 +212,40 @@ func (t *TCPTransport) knows(id uint64) bool {
 	return t.known[id]
 }
 
+// sendToFormer sends m to a member that left the peers, through a sender
+// that stops once its queue is empty. The protocol sends one only in
+// answer to it (a removed member that missed the COMMIT removing it and
+// now looks for a leader learns of its removal from the answers to its
+// notifications), so a former member that says nothing is never dialed.
+func (t *TCPTransport) sendToFormer(to uint64, m Message) {
+	t.pmu.Lock()
+	defer t.pmu.Unlock()
+	p := t.former[to]
+	if p == nil {
+		return
+	}
+	select {
+	case <-p.done:
+		p = &tcpPeer{id: to, addr: p.addr, q: make(chan Message, t.cfg.QueueSize), retire: p.retire, done: make(chan struct{})}
+		if !t.startSender(p) {
+			return
+		}
+		t.former[to] = p
+	default:
+	}
+	select {
+	case p.q <- m:
+	default:
+	}
+}
+
 // Send implements Transport.
 func (t *TCPTransport) Send(to uint64, m Message) {
 	t.pmu.RLock()
 	p := t.peers[to]
 	t.pmu.RUnlock()
 	if p == nil {
+		t.sendToFormer(to, m)
 		return
 	}
 	select {
@@ -421,6 +466,7 @@ func certNames(st tls.ConnectionState, id uint64) error {
 // runSender owns the outbound connection to one peer.
 func (t *TCPTransport) runSender(p *tcpPeer) {
 	defer t.wg.Done()
+	defer close(p.done)
 	backoff := 50 * time.Millisecond
 	var c net.Conn
 	var bw *bufio.Writer
