@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/januskv/janus/internal/testenv"
 	"github.com/januskv/janus/internal/testlog"
 	"github.com/januskv/janus/server"
+	"github.com/januskv/janus/zab"
 )
 
 // ensemble is Janus members on loopback TCP, each serving the etcd API.
@@ -27,7 +29,12 @@ type ensemble struct {
 	Endpoints []string // client URLs, by member ID - 1
 	PeerURLs  []string
 	Members   []*server.Member
+	stops     []func()
 }
+
+// stop stops member i (0-based), its face then the member; the end of the
+// test does not stop it again.
+func (e *ensemble) stop(i int) { e.stops[i]() }
 
 // startEnsemble starts voters Janus members named janus-1 to janus-n, with
 // IDs 1 to n, over TCP, and waits until every one knows the leader.
@@ -64,7 +71,7 @@ func startEnsemble(t *testing.T, n int) *ensemble {
 		srv := etcdapi.New(m, etcdapi.Config{Logger: logger.With("member", id), MemberName: fmt.Sprintf("janus-%d", id)})
 		served := make(chan error, 1)
 		go func() { served <- srv.Serve(listeners[i]) }()
-		t.Cleanup(func() {
+		stop := sync.OnceFunc(func() {
 			srv.Stop()
 			if err := <-served; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 				t.Errorf("serve: %v", err)
@@ -73,7 +80,9 @@ func startEnsemble(t *testing.T, n int) *ensemble {
 				t.Errorf("close member %d: %v", id, err)
 			}
 		})
+		t.Cleanup(stop)
 		e.Members = append(e.Members, m)
+		e.stops = append(e.stops, stop)
 	}
 	cli := newClient(t, e.Endpoints...)
 	for _, ep := range e.Endpoints {
@@ -377,5 +386,95 @@ func TestMemberRemoveOfItselfAndOfTheLeader(t *testing.T) {
 	list, err := lastCli.MemberList(ctx)
 	if err != nil || len(list.Members) != 1 || list.Members[0].ID != last {
 		t.Fatalf("the last member lists %v (%v)", list, err)
+	}
+}
+
+// TestMemberChangesWithAMemberDownAgainstEtcd stops one member of a real
+// 3-member etcd and of a 3-member Janus and compares etcd's strict
+// reconfiguration check: adding a voter and removing a live voter are
+// refused as unhealthy (the rest would not make a connected quorum),
+// removing the member that is down is allowed.
+func TestMemberChangesWithAMemberDownAgainstEtcd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a real etcd cluster")
+	}
+	ref := testenv.StartEtcdCluster(t, "janus", 3)
+	j := startEnsemble(t, 3)
+	sides := []clusterUnderTest{{"etcd", ref.Endpoints, "janus"}, {"janus", j.Endpoints, "janus"}}
+	downID := map[string]uint64{}
+	for _, c := range sides {
+		downID[c.name] = memberID(t, c.endpoints, "janus-1", "")
+	}
+	// etcd refuses changes until its members have been connected for its
+	// health interval: wait for one to pass, then take it back.
+	settle := []string{"member", "add", "settle", "--learner", "--peer-urls", "http://127.0.0.1:" + strconv.Itoa(testenv.FreePorts(t, 1)[0])}
+	out := etcdctlRun(t, ref.Endpoints, settle...)
+	for strings.Contains(out, "unhealthy cluster") {
+		time.Sleep(200 * time.Millisecond)
+		out = etcdctlRun(t, ref.Endpoints, settle...)
+	}
+	learner, err := strconv.ParseUint(strings.Fields(out)[1], 16, 64)
+	if err != nil {
+		t.Fatalf("settling member add printed %q", out)
+	}
+	etcdctlRun(t, ref.Endpoints, "member", "remove", strconv.FormatUint(learner, 16))
+
+	ref.Stop(0)
+	j.stop(0)
+	for _, c := range sides {
+		cli := newClient(t, c.endpoints[1:]...)
+		for _, ep := range c.endpoints[1:] {
+			waitLeader(t, cli, ep)
+		}
+	}
+	// Janus's leader counts a member as connected until it misses a few
+	// heartbeats: wait until it no longer does, as etcd's transport
+	// notices a closed connection at once.
+	for ctx := testCtx(t); ; {
+		gone := false
+		for _, m := range j.Members[1:] {
+			if rs := m.Replication(); rs.Role == zab.RoleLeader {
+				_, heard := rs.PeerAcked[1]
+				gone = !heard
+			}
+		}
+		if gone {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the Janus leader still counts the stopped member as connected")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	spare := testenv.FreePorts(t, 2)
+	steps := []struct {
+		what string
+		args func(c clusterUnderTest) []string
+	}{
+		{"add voter", func(c clusterUnderTest) []string {
+			port := spare[0]
+			if c.name == "janus" {
+				port = spare[1]
+			}
+			return []string{"member", "add", "voter", "--peer-urls", "http://127.0.0.1:" + strconv.Itoa(port)}
+		}},
+		{"remove a live voter", func(c clusterUnderTest) []string {
+			return []string{"member", "remove", strconv.FormatUint(memberID(t, c.endpoints[2:], "janus-2", ""), 16)}
+		}},
+		{"remove the member that is down", func(c clusterUnderTest) []string {
+			return []string{"member", "remove", strconv.FormatUint(downID[c.name], 16)}
+		}},
+		{"list", func(c clusterUnderTest) []string { return []string{"member", "list"} }},
+	}
+	for _, s := range steps {
+		var outs [2]string
+		for i, c := range sides {
+			outs[i] = normalizeCtl(etcdctlRun(t, c.endpoints[2:], s.args(c)...))
+		}
+		t.Logf("%s:\n%s", s.what, outs[1])
+		if outs[0] != outs[1] {
+			t.Errorf("%s:\netcd:\n%s\njanus:\n%s", s.what, outs[0], outs[1])
+		}
 	}
 }

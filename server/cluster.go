@@ -248,16 +248,23 @@ func (m *Member) changeAsLeader(ctx context.Context, version uint64, members []c
 	if err != nil {
 		return zab.Membership{}, fmt.Errorf("change cluster: %w: %w", &core.Error{Code: core.CodeBadArguments}, err)
 	}
-	if err := m.connectedQuorum(ch.Voters); err != nil {
-		// The leader's view of its peers is refreshed every heartbeat:
-		// one just elected may not have it yet.
+	// The leader's view of its peers is refreshed every heartbeat: one
+	// just elected may not have it yet, and a peer may have missed a
+	// heartbeat or two. One that stays unheard for an election timeout
+	// would cost the leader its leadership anyway.
+	deadline := time.Now().Add(m.electionTimeout())
+	for {
+		err := m.connectedQuorum(ch.Voters)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return zab.Membership{}, fmt.Errorf("change cluster: %w", err)
+		}
 		select {
 		case <-ctx.Done():
 			return zab.Membership{}, clusterErr("change cluster", ctx.Err())
-		case <-time.After(2 * m.heartbeat()):
-		}
-		if err := m.connectedQuorum(ch.Voters); err != nil {
-			return zab.Membership{}, fmt.Errorf("change cluster: %w", err)
+		case <-time.After(m.heartbeat()):
 		}
 	}
 	active, err := m.zab.ChangeMembership(ctx, ch)
@@ -381,6 +388,65 @@ func (m *Member) heartbeat() time.Duration {
 		return m.cfg.HeartbeatInterval
 	}
 	return 100 * time.Millisecond
+}
+
+// publishSelf gives this member's name and client addresses to a
+// configuration that lists it without a name, as etcd's members publish
+// theirs when they start: a member added by etcd's MemberAdd (or a
+// ZooKeeper reconfig) is named only by its peer address until it runs.
+// It looks every publishInterval until ctx ends or the member stops.
+func (m *Member) publishSelf(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.zab.Done():
+			return
+		case <-t.C:
+		}
+		active, _ := m.zab.Membership()
+		if active.Version == 0 || !active.IsMember(m.cfg.ID) {
+			continue // the flags name it, or it is not (yet) a member
+		}
+		me := core.ClusterMember{ID: m.cfg.ID}
+		if err := decodeMeta(&me, active.Meta[m.cfg.ID]); err != nil || me.Name != "" {
+			continue
+		}
+		cur := m.clusterOf(active, 0)
+		for i := range cur.Members {
+			if cm := &cur.Members[i]; cm.ID == m.cfg.ID {
+				cm.Name = m.cfg.Name
+				if cm.EtcdURL == "" {
+					cm.EtcdURL = m.cfg.EtcdURL
+				}
+				if cm.ZKAddr == "" {
+					cm.ZKAddr = m.cfg.ZKAddr
+				}
+			}
+		}
+		cctx, cancel := context.WithTimeout(ctx, 4*m.electionTimeout())
+		_, err := m.ChangeCluster(cctx, cur.Version, cur.Members)
+		cancel()
+		if err != nil {
+			m.log.Info("publishing this member's name to the configuration", "err", err)
+			continue
+		}
+		m.log.Info("published this member's name to the configuration", "name", m.cfg.Name)
+	}
+}
+
+// publishInterval is how often a member looks whether the configuration
+// lacks its name.
+const publishInterval = time.Second
+
+// electionTimeout is zab's election timeout as this member runs it.
+func (m *Member) electionTimeout() time.Duration {
+	if m.cfg.ElectionTimeout > 0 {
+		return m.cfg.ElectionTimeout
+	}
+	return time.Second
 }
 
 // moveAsLeader transfers this member's leadership to target.

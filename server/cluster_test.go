@@ -5,12 +5,14 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/januskv/janus/core"
 )
 
-// TestChangeClusterFromAFollower adds and removes voters and observers
-// through a follower, which forwards each change to the leader: every answer is the
+// TestChangeClusterFromAFollower adds and removes observers (a voter that
+// never starts would leave the ensemble no slack: the differential test of
+// the etcd face adds one) through a follower, which forwards each change to the leader: every answer is the
 // committed configuration, which the follower itself already shows, with
 // the metadata the change carried; refusals come back as core's errors.
 func TestChangeClusterFromAFollower(t *testing.T) {
@@ -33,7 +35,7 @@ func testChangeCluster(t *testing.T, via *Member) {
 			t.Fatal(err)
 		}
 		id := cur.NextMemberID()
-		added := core.ClusterMember{ID: id, Name: "new", PeerURL: "http://mem-new:2380", EtcdURL: "http://new:2379", ZKAddr: "new:2181", ZKElectionAddr: "new:3888", IsObserver: round%2 == 0}
+		added := core.ClusterMember{ID: id, Name: "new", PeerURL: "http://mem-new:2380", EtcdURL: "http://new:2379", ZKAddr: "new:2181", ZKElectionAddr: "new:3888", IsObserver: true}
 		next, err := via.ChangeCluster(ctx, cur.Version, append(slices.Clone(cur.Members), added))
 		if err != nil {
 			t.Fatalf("round %d: add %d through a follower: %v", round, id, err)
@@ -112,5 +114,97 @@ func TestMoveLeaderFromAFollower(t *testing.T) {
 	}
 	if got := e.leader(1, 2, 3, 4); got != target {
 		t.Fatalf("leader is %d after moving it to %d", got, target)
+	}
+}
+
+// TestChangeClusterWithAVoterDown: with one of three voters stopped,
+// adding a voter and removing a live one are refused (the rest would not
+// make a connected quorum, and a change that cannot commit would stall
+// every write), and removing the stopped one commits.
+func TestChangeClusterWithAVoterDown(t *testing.T) {
+	e := startMemEnsemble(t, 3, 0)
+	ctx := context.Background()
+	e.leader(1, 2, 3)
+	e.members[1].Close()
+	delete(e.members, 1)
+	leader := e.leader(2, 3)
+	via := e.members[5-leader]
+	cur, err := via.Cluster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUnheard(t, e.members[leader], 1)
+	add := append(slices.Clone(cur.Members), core.ClusterMember{ID: cur.NextMemberID(), PeerURL: "http://mem-new:1"})
+	if _, err := via.ChangeCluster(ctx, cur.Version, add); !errors.Is(err, core.ErrUnhealthy) {
+		t.Fatalf("adding a voter with one of three down: %v, want ErrUnhealthy", err)
+	}
+	live := slices.DeleteFunc(slices.Clone(cur.Members), func(m core.ClusterMember) bool { return m.ID == via.cfg.ID })
+	if _, err := via.ChangeCluster(ctx, cur.Version, live); !errors.Is(err, core.ErrUnhealthy) {
+		t.Fatalf("removing a live voter with one of three down: %v, want ErrUnhealthy", err)
+	}
+	rest := slices.DeleteFunc(slices.Clone(cur.Members), func(m core.ClusterMember) bool { return m.ID == 1 })
+	if _, err := via.ChangeCluster(ctx, cur.Version, rest); err != nil {
+		t.Fatalf("removing the voter that is down: %v", err)
+	}
+	e.leader(2, 3)
+}
+
+// waitUnheard waits until leader no longer counts member id as connected:
+// until then it could not tell a stopped member from a slow one.
+func waitUnheard(t *testing.T, leader *Member, id uint64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, ok := leader.zab.Status().PeerAcked[id]; !ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the leader still counts member %d as connected", id)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestAMemberPublishesItsName: a configuration that lists a running
+// member without a name (as etcd's MemberAdd leaves one until it starts)
+// gets the member's own name and client addresses from the member itself.
+func TestAMemberPublishesItsName(t *testing.T) {
+	e := startMemEnsemble(t, 3, 1)
+	ctx := context.Background()
+	e.leader(1, 2, 3, 4)
+	via := e.members[1]
+	cur, err := via.Cluster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nameless := slices.Clone(cur.Members)
+	for i := range nameless {
+		if nameless[i].ID == 4 {
+			nameless[i].Name, nameless[i].EtcdURL = "", ""
+		}
+	}
+	next, err := via.ChangeCluster(ctx, cur.Version, nameless)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := next.Member(4); m.Name != "" {
+		t.Fatalf("member 4 named %q right after the change", m.Name)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := via.Cluster(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m, _ := c.Member(4); m.Name == e.members[4].cfg.Name {
+			if c.Version <= next.Version {
+				t.Fatalf("member 4 named in version %x, not after %x", c.Version, next.Version)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("member 4 never published its name: %+v", c.Members)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -38,7 +38,7 @@ func startMemEnsemble(t *testing.T, voters, observers int) *memEnsemble {
 			DataDir: t.TempDir(), ID: id, Clock: e.clock.Now, Peers: peers, Observers: obs,
 			Transport: e.net.Endpoint(id), ElectionTimeout: 200 * time.Millisecond,
 			HeartbeatInterval: 20 * time.Millisecond, LeaseCheckInterval: 5 * time.Millisecond,
-			ReaperInterval: 10 * time.Millisecond,
+			ReaperInterval: 10 * time.Millisecond, publishEvery: 20 * time.Millisecond,
 		})
 		if err != nil {
 			t.Fatalf("open member %d: %v", id, err)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -122,6 +123,9 @@ type MemberConfig struct {
 	// a wake, so the test writes nothing the look could see.
 	compactTicks  <-chan time.Time
 	compactLooked chan<- struct{}
+	// publishEvery, set only by tests, is how often the member looks
+	// whether the configuration lacks its name (publishSelf).
+	publishEvery time.Duration
 }
 
 // ClientAddrs are the addresses a member serves clients on.
@@ -280,6 +284,13 @@ func OpenMember(cfg MemberConfig) (*Member, error) {
 		defer m.bg.Done()
 		m.followRoles(ctx)
 	}()
+	if !m.single() {
+		m.bg.Add(1)
+		go func() {
+			defer m.bg.Done()
+			m.publishSelf(ctx, cmp.Or(cfg.publishEvery, publishInterval))
+		}()
+	}
 	go func() {
 		defer m.bg.Done()
 		m.runReclaim(ctx, cfg.ReclaimInterval)

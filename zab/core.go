@@ -658,6 +658,10 @@ func (c *Core) SnapshotTaken(s Snapshot) { c.handleSnapResult(&s) }
 // log or the epochs being what that Ready makes them.
 func (c *Core) Urgent() bool { return c.urgent }
 
+// peerAckedTicks is how many heartbeat intervals a synchronized peer may
+// go unheard and still be listed in Ready.PeerAcked.
+const peerAckedTicks = 3
+
 // Ready returns everything the Core asks of its driver since the last
 // call, and starts a new record. Committed entries and the entries for the
 // writer are decided here: the pending entries are handed over, the
@@ -694,7 +698,11 @@ func (c *Core) Ready() Ready {
 	if c.peersTick && c.ls != nil {
 		acked := make(map[uint64]uint64, len(c.ls.peers))
 		for id, ps := range c.ls.peers {
-			if ps.phase >= pSynced {
+			// Only members that answered one of the last few
+			// heartbeats: a peer that went away stays synchronized
+			// until dropped, and the server's reconfiguration check
+			// must not count it as connected.
+			if ps.phase >= pSynced && c.now <= ps.heard+peerAckedTicks {
 				acked[id] = ps.acked
 			}
 		}

@@ -248,8 +248,9 @@ type Status struct {
 	// epoch) it follows or holds counts once, the first one included.
 	LeaderChanges uint64
 	// PeerAcked is, on a leader, the last log index each synchronized
-	// member has acknowledged as on its disk (refreshed every heartbeat
-	// interval); nil elsewhere. LastIndex minus it is that member's lag.
+	// member that answered one of the last three heartbeats has
+	// acknowledged as on its disk (refreshed every heartbeat interval);
+	// nil elsewhere. LastIndex minus it is that member's lag.
 	PeerAcked map[uint64]uint64
 }
 

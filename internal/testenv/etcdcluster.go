@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,7 +23,13 @@ type EtcdCluster struct {
 	PeerURLs []string
 	// Members are the embedded servers, in member order.
 	Members []*embed.Etcd
+
+	stops []func()
 }
+
+// Stop stops member i (0-based) as a crash would look to the others; the
+// end of the test does not stop it again.
+func (c *EtcdCluster) Stop(i int) { c.stops[i]() }
 
 // StartEtcdCluster starts an etcd cluster of n voting members named
 // <prefix>-1 to <prefix>-n and waits until every one serves clients.
@@ -38,8 +45,9 @@ func StartEtcdCluster(t testing.TB, prefix string, n int) *EtcdCluster {
 	}
 	// The members wait for each other: start them all, then wait for all.
 	for i := range n {
-		e := startEtcdMember(t, fmt.Sprintf("%s-%d", prefix, i+1), c.Endpoints[i], c.PeerURLs[i], strings.Join(initial, ","), embed.ClusterStateFlagNew)
+		e, stop := startEtcdMember(t, fmt.Sprintf("%s-%d", prefix, i+1), c.Endpoints[i], c.PeerURLs[i], strings.Join(initial, ","), embed.ClusterStateFlagNew)
 		c.Members = append(c.Members, e)
+		c.stops = append(c.stops, stop)
 	}
 	for i, e := range c.Members {
 		waitEtcdReady(t, e, fmt.Sprintf("%s-%d", prefix, i+1))
@@ -54,12 +62,14 @@ func StartEtcdCluster(t testing.TB, prefix string, n int) *EtcdCluster {
 func StartEtcdJoiner(t testing.TB, name, peerURL, initialCluster string) (*embed.Etcd, string) {
 	t.Helper()
 	clientURL := "http://127.0.0.1:" + strconv.Itoa(freePorts(t, 1)[0])
-	e := startEtcdMember(t, name, clientURL, peerURL, initialCluster, embed.ClusterStateFlagExisting)
+	e, _ := startEtcdMember(t, name, clientURL, peerURL, initialCluster, embed.ClusterStateFlagExisting)
 	waitEtcdReady(t, e, name)
 	return e, clientURL
 }
 
-func startEtcdMember(t testing.TB, name, clientURL, peerURL, initial, state string) *embed.Etcd {
+// startEtcdMember starts a member and returns it with a function that
+// stops it once; the end of the test calls it too.
+func startEtcdMember(t testing.TB, name, clientURL, peerURL, initial, state string) (*embed.Etcd, func()) {
 	t.Helper()
 	cu, err := url.Parse(clientURL)
 	if err != nil {
@@ -87,13 +97,14 @@ func startEtcdMember(t testing.TB, name, clientURL, peerURL, initial, state stri
 	if err != nil {
 		t.Fatalf("testenv: start embedded etcd %s: %v", name, err)
 	}
+	stop := sync.OnceFunc(e.Close)
 	t.Cleanup(func() {
-		e.Close()
+		stop()
 		if t.Failed() {
 			t.Logf("testenv: log of embedded etcd %s (%s):\n%s", name, logPath, readTail(logPath, 100))
 		}
 	})
-	return e
+	return e, stop
 }
 
 func waitEtcdReady(t testing.TB, e *embed.Etcd, name string) {
