@@ -127,10 +127,19 @@ func nextConfig(cur core.Cluster, r *jute.ReconfigRequest) ([]core.ClusterMember
 				continue
 			}
 			key, value, ok := strings.Cut(line, "=")
-			if !ok || !strings.HasPrefix(strings.TrimSpace(key), "server.") {
-				return nil, fmt.Errorf("%w: %q is not server.N=spec", errReconfigArgs, line)
+			key = strings.TrimSpace(key)
+			switch {
+			case !ok:
+				return nil, fmt.Errorf("%w: %q is not key=value", errReconfigArgs, line)
+			case strings.HasPrefix(key, "group") || strings.HasPrefix(key, "weight"):
+				// A hierarchical quorum system, which Janus has not.
+				return nil, fmt.Errorf("%w: %q: hierarchical quorums are not supported", errReconfigArgs, line)
+			case !strings.HasPrefix(key, "server."):
+				// QuorumMaj reads server.N and version and ignores the
+				// rest; the new version is the change's own zxid.
+				continue
 			}
-			m, err := joiner(cur, strings.TrimSpace(key), strings.TrimSpace(value), false)
+			m, err := joiner(cur, key, strings.TrimSpace(value), false)
 			if err != nil {
 				return nil, err
 			}

@@ -69,7 +69,9 @@ func TestNextConfig(t *testing.T) {
 		{name: "joiner with a bad role", req: jute.ReconfigRequest{JoiningServers: "server.7=h:1:2:leader;3"}, err: errReconfigArgs},
 		{name: "joiner with equal quorum and election ports", req: jute.ReconfigRequest{JoiningServers: "server.7=127.0.0.1:2897:2897;2187"}, err: errReconfigArgs},
 		{name: "joiner repeating an address", req: jute.ReconfigRequest{JoiningServers: "server.7=127.0.0.1:2888:3897;2187"}, err: errReconfigArgs},
-		{name: "members with another key", req: jute.ReconfigRequest{NewMembers: "group.1=1:2"}, err: errReconfigArgs},
+		{name: "members of a hierarchical quorum", req: jute.ReconfigRequest{NewMembers: "group.1=1:2"}, err: errReconfigArgs},
+		{name: "members pasted with their version", req: jute.ReconfigRequest{NewMembers: "server.1=127.0.0.1:2888:3888;2181\nserver.2=127.0.0.1:2889:3889;2182\nversion=100000000\n"},
+			want: "server.1=127.0.0.1:2888:3888:participant;0.0.0.0:2181\nserver.2=127.0.0.1:2889:3889:participant;0.0.0.0:2182\nversion=0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -128,36 +130,56 @@ func FuzzReconfigRequest(f *testing.F) {
 		if d.Err() != nil {
 			return
 		}
-		next, err := nextConfig(threeMembers(), &r)
-		if err != nil {
-			if !errors.Is(err, errReconfigArgs) && !errors.Is(err, errReconfigNumber) {
-				t.Fatalf("nextConfig error %v is neither BadArguments nor MarshallingError", err)
-			}
-			return
-		}
-		voters := 0
-		for i, m := range next {
-			if i > 0 && next[i-1].ID >= m.ID {
-				t.Fatalf("members out of order: %+v", next)
-			}
-			if !m.IsObserver {
-				voters++
-			}
-			line := serverSpec(m)
-			var back core.ClusterMember
-			if err := parseServerSpec(line, &back, m.ZKAddr != ""); err != nil {
-				t.Fatalf("server.%d=%s does not parse back: %v", m.ID, line, err)
-			}
-			if back.PeerURL != m.PeerURL || back.ZKElectionAddr != m.ZKElectionAddr && m.ZKElectionAddr != "" ||
-				back.ZKAddr != m.ZKAddr || back.IsObserver != m.IsObserver {
-				t.Fatalf("server.%d=%s parses back as %+v, was %+v", m.ID, line, back, m)
-			}
-		}
-		if voters < 2 {
-			t.Fatalf("accepted a configuration of %d voters", voters)
-		}
-		if data := string(configData(core.Cluster{Members: next})); !strings.HasSuffix(data, "version=0") {
-			t.Fatalf("configData = %q", data)
-		}
+		checkNextConfig(t, &r)
 	})
+}
+
+// FuzzReconfigStrings is FuzzReconfigRequest on the request's three
+// strings directly, where most inputs reach the parser.
+//
+// Run it with: go test ./zkapi -run '^$' -fuzz FuzzReconfigStrings -fuzztime 60s
+func FuzzReconfigStrings(f *testing.F) {
+	f.Add("server.4=127.0.0.1:2891:3891:observer;127.0.0.1:2184", "3", "")
+	f.Add("server.5=[::1]:1:2;[::1]:3,server.6=h:4:5:participant;6", "1, 2", "")
+	f.Add("", "", "server.1=127.0.0.1:2888:3888;2181\nserver.2=h:1:2:participant;4")
+	f.Add("", "", "server.1=a:1:2,server.2=b:3:4;c:5\n# comment\n")
+	f.Fuzz(func(t *testing.T, joining, leaving, members string) {
+		checkNextConfig(t, &jute.ReconfigRequest{JoiningServers: joining, LeavingServers: leaving, NewMembers: members})
+	})
+}
+
+// checkNextConfig computes the configuration r asks for from a 3-member
+// one and checks what FuzzReconfigRequest promises.
+func checkNextConfig(t *testing.T, r *jute.ReconfigRequest) {
+	next, err := nextConfig(threeMembers(), r)
+	if err != nil {
+		if !errors.Is(err, errReconfigArgs) && !errors.Is(err, errReconfigNumber) {
+			t.Fatalf("nextConfig error %v is neither BadArguments nor MarshallingError", err)
+		}
+		return
+	}
+	voters := 0
+	for i, m := range next {
+		if i > 0 && next[i-1].ID >= m.ID {
+			t.Fatalf("members out of order: %+v", next)
+		}
+		if !m.IsObserver {
+			voters++
+		}
+		line := serverSpec(m)
+		var back core.ClusterMember
+		if err := parseServerSpec(line, &back, m.ZKAddr != ""); err != nil {
+			t.Fatalf("server.%d=%s does not parse back: %v", m.ID, line, err)
+		}
+		if back.PeerURL != m.PeerURL || back.ZKElectionAddr != m.ZKElectionAddr && m.ZKElectionAddr != "" ||
+			back.ZKAddr != m.ZKAddr || back.IsObserver != m.IsObserver {
+			t.Fatalf("server.%d=%s parses back as %+v, was %+v", m.ID, line, back, m)
+		}
+	}
+	if voters < 2 {
+		t.Fatalf("accepted a configuration of %d voters", voters)
+	}
+	if data := string(configData(core.Cluster{Members: next})); !strings.HasSuffix(data, "version=0") {
+		t.Fatalf("configData = %q", data)
+	}
 }
