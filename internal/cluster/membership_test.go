@@ -41,33 +41,80 @@ type membershipRun struct {
 	ctx    context.Context // bounds the test's own calls
 }
 
-// startMembershipRun starts a 3-process ensemble and the workload on it,
-// using the first clients of the nodes (all three, or fewer when the test
-// restarts the others: a member that catches up by snapshot cannot serve
-// the workload's watches from their start). The workload stops (and its clients are waited for) when the test ends,
-// whether it passes or not. The leader sends a snapshot to a member
-// missing more than 50 entries, so a member that joins on an empty disk
-// catches up by snapshot, as in production where the log has long been
-// trimmed.
-func startMembershipRun(t *testing.T, clients int) *membershipRun {
-	return startMembershipRunArgs(t, clients)
+// Joining by snapshot. A member that joins on an empty disk is to catch up
+// by snapshot, as in production where the log has long been trimmed: the
+// leader sends one to a member missing more than --max-diff-entries, and
+// before the workload starts the ensemble is given more entries than
+// that. The bound is far above what a running member falls behind by in
+// an election, because a member that catches up by snapshot ends its
+// watches, the workload's among them (a documented limit).
+const (
+	joinMaxDiff = 300
+	joinPrefill = 400
+)
+
+// membershipOptions say how a membership test's ensemble starts.
+type membershipOptions struct {
+	// clients is how many of the three nodes the workload uses (the
+	// first ones): fewer when the test restarts the others, since a
+	// restarted member may catch up by snapshot and then cannot serve the
+	// workload's watches from their start.
+	clients int
+	// joins says a member will join: the ensemble is set up so that it
+	// catches up by snapshot (joinMaxDiff, joinPrefill).
+	joins bool
+	// args are extra flags for every member.
+	args []string
 }
 
-// startMembershipRunArgs is startMembershipRun with extra flags for every
-// member.
-func startMembershipRunArgs(t *testing.T, clients int, args ...string) *membershipRun {
-	c := Start(t, Options{Binary: binary, Nodes: 3, Args: append([]string{"--max-diff-entries", "50"}, args...)})
+// startMembershipRun starts a 3-process ensemble and the workload on it.
+// The workload stops (and its clients are waited for) when the test ends,
+// whether it passes or not.
+func startMembershipRun(t *testing.T, o membershipOptions) *membershipRun {
+	args := o.args
+	if o.joins {
+		args = append([]string{"--max-diff-entries", fmt.Sprint(joinMaxDiff)}, args...)
+	}
+	c := Start(t, Options{Binary: binary, Nodes: 3, Args: args})
 	mustLeader(t, c)
-	wctx, cancel := context.WithCancel(context.Background())
-	w := Workload{EtcdEndpoints: c.EtcdEndpoints()[:clients], ZKServers: c.ZKServers()[:clients]}
-	res := w.Start(wctx, t)
 	ctx, ctxCancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	if o.joins {
+		prefill(ctx, t, c, joinPrefill)
+	}
+	wctx, cancel := context.WithCancel(context.Background())
+	w := Workload{EtcdEndpoints: c.EtcdEndpoints()[:o.clients], ZKServers: c.ZKServers()[:o.clients]}
+	res := w.Start(wctx, t)
 	t.Cleanup(func() {
 		cancel()
 		res.Wait()
 		ctxCancel()
 	})
 	return &membershipRun{t: t, c: c, res: res, cancel: cancel, ctx: ctx}
+}
+
+// prefill writes n keys through the ensemble, each its own log entry,
+// from a few clients at once.
+func prefill(ctx context.Context, t *testing.T, c *Cluster, n int) {
+	t.Helper()
+	cli := etcdClient(t, c.EtcdEndpoints())
+	const writers = 8
+	errs := make(chan error, writers)
+	for w := range writers {
+		go func() {
+			for i := w; i < n; i += writers {
+				if _, err := putMarker(ctx, cli, fmt.Sprintf("/prefill/%04d", i), "x"); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range writers {
+		if err := <-errs; err != nil {
+			t.Fatalf("prefill: %v", err)
+		}
+	}
 }
 
 // minAcks is how many definite answers of each kind the workload must
@@ -415,7 +462,7 @@ func restoredRev(logPath string) (int64, bool) {
 // snapshot, the ensemble having written since), etcdctl member promote,
 // then etcdctl member remove of an original member (node 3) and its stop.
 func TestClusterMemberAddPromoteRemove(t *testing.T) {
-	r := startMembershipRun(t, 3)
+	r := startMembershipRun(t, membershipOptions{clients: 3, joins: true})
 	before := r.res.Acks()
 	n4 := r.add(true)
 	r.expectMembers([]int{0, 1, 2}, []int{n4})
@@ -447,7 +494,7 @@ func TestClusterMemberAddPromoteRemove(t *testing.T) {
 // catch up by snapshot and then cannot serve the workload's watches from
 // their start.
 func TestClusterGrowAndShrink(t *testing.T) {
-	r := startMembershipRun(t, 2)
+	r := startMembershipRun(t, membershipOptions{clients: 2, joins: true})
 	var added []int
 	for range 2 {
 		before := r.res.Acks()
@@ -542,7 +589,7 @@ func startedWith(logPath string) string {
 // it is down, and a fresh member is added as a voter (etcd's procedure)
 // and started on an empty data dir, all under load.
 func TestClusterReplaceKilledMember(t *testing.T) {
-	r := startMembershipRun(t, 3)
+	r := startMembershipRun(t, membershipOptions{clients: 3, joins: true})
 	before := r.res.Acks()
 	r.c.Kill(2)
 	r.settle("SIGKILL of node 3", before)
@@ -562,7 +609,7 @@ func TestClusterReplaceKilledMember(t *testing.T) {
 // TestClusterMoveLeader moves the leadership to each voter in turn with
 // etcdctl move-leader under load, the first leader last.
 func TestClusterMoveLeader(t *testing.T) {
-	r := startMembershipRun(t, 3)
+	r := startMembershipRun(t, membershipOptions{clients: 3})
 	first, err := r.c.Leader(r.ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -593,7 +640,7 @@ func TestClusterReplaceKilledMemberZooKeeper(t *testing.T) {
 	const password = "membership-super"
 	sum := sha1.Sum([]byte("super:" + password))
 	digest := "super:" + base64.StdEncoding.EncodeToString(sum[:])
-	r := startMembershipRunArgs(t, 3, "--zk-reconfig-enabled", "--zk-super-digest", digest)
+	r := startMembershipRun(t, membershipOptions{clients: 3, joins: true, args: []string{"--zk-reconfig-enabled", "--zk-super-digest", digest}})
 	// Only a super user, or one granted WRITE on /zookeeper/config, may
 	// reconfigure; zkCli.sh runs a session per command, so grant it.
 	super := zkConn(t, r.c.ZKServers()[:2])
