@@ -40,15 +40,28 @@ func (e *ensemble) stop(i int) { e.stops[i]() }
 // IDs 1 to n, over TCP, and waits until every one knows the leader.
 func startEnsemble(t *testing.T, n int) *ensemble {
 	t.Helper()
+	return startEnsembleWith(t, n, 0)
+}
+
+// startEnsembleWith starts voters and then observers (etcd's learners),
+// IDs 1 to voters+observers.
+func startEnsembleWith(t *testing.T, voters, observers int) *ensemble {
+	t.Helper()
+	n := voters + observers
 	logger := testlog.New(t)
 	ports := testenv.FreePorts(t, n)
 	e := &ensemble{}
-	peers := map[uint64]string{}
+	peers, obs := map[uint64]string{}, map[uint64]string{}
 	clients := map[uint64]server.ClientAddrs{}
 	listeners := make([]net.Listener, n)
 	for i := range n {
 		id := uint64(i + 1)
-		peers[id] = "127.0.0.1:" + strconv.Itoa(ports[i])
+		addr := "127.0.0.1:" + strconv.Itoa(ports[i])
+		if i < voters {
+			peers[id] = addr
+		} else {
+			obs[id] = addr
+		}
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
@@ -56,13 +69,13 @@ func startEnsemble(t *testing.T, n int) *ensemble {
 		listeners[i] = l
 		clients[id] = server.ClientAddrs{EtcdURL: "http://" + l.Addr().String()}
 		e.Endpoints = append(e.Endpoints, clients[id].EtcdURL)
-		e.PeerURLs = append(e.PeerURLs, "http://"+peers[id])
+		e.PeerURLs = append(e.PeerURLs, "http://"+addr)
 	}
 	for i := range n {
 		id := uint64(i + 1)
 		m, err := server.OpenMember(server.MemberConfig{
 			DataDir: t.TempDir(), Logger: logger.With("member", id), ID: id, Name: fmt.Sprintf("janus-%d", id),
-			Peers: peers, Clients: clients, EtcdURL: clients[id].EtcdURL,
+			Peers: peers, Observers: obs, Clients: clients, EtcdURL: clients[id].EtcdURL,
 			ElectionTimeout: 500 * time.Millisecond, HeartbeatInterval: 50 * time.Millisecond,
 		})
 		if err != nil {
@@ -476,5 +489,44 @@ func TestMemberChangesWithAMemberDownAgainstEtcd(t *testing.T) {
 		if outs[0] != outs[1] {
 			t.Errorf("%s:\netcd:\n%s\njanus:\n%s", s.what, outs[0], outs[1])
 		}
+	}
+}
+
+// TestMemberPromoteAndMoveLeaderThroughClientv3: a learner that runs and
+// has caught up is promoted through a follower, takes the leadership
+// moved to it, and a learner is refused as a transferee before.
+func TestMemberPromoteAndMoveLeaderThroughClientv3(t *testing.T) {
+	e := startEnsembleWith(t, 3, 1)
+	ctx := testCtx(t)
+	cli := newClient(t, e.Endpoints...)
+	st, err := cli.Status(ctx, e.Endpoints[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := newClient(t, e.Endpoints[st.Leader-1])
+	if _, err := leader.MoveLeader(ctx, 4); err == nil || !strings.Contains(err.Error(), "bad leader transferee") {
+		t.Fatalf("move leader to the learner: %v, want bad leader transferee", err)
+	}
+	follower := uint64(1)
+	if follower == st.Leader {
+		follower = 2
+	}
+	resp, err := newClient(t, e.Endpoints[follower-1]).MemberPromote(ctx, 4)
+	if err != nil {
+		t.Fatalf("promote the learner through member %d: %v", follower, err)
+	}
+	for _, m := range resp.Members {
+		if m.IsLearner {
+			t.Fatalf("after the promotion: %v", resp.Members)
+		}
+	}
+	if _, err := leader.MoveLeader(ctx, 4); err != nil {
+		t.Fatalf("move leader to the promoted member: %v", err)
+	}
+	if st, err := cli.Status(ctx, e.Endpoints[3]); err != nil || st.Leader != 4 {
+		t.Fatalf("after moving the leadership: leader %v (%v), want 4", st, err)
+	}
+	if _, err := newClient(t, e.Endpoints[3]).Put(ctx, "led", "by 4"); err != nil {
+		t.Fatalf("write through the new leader: %v", err)
 	}
 }
