@@ -42,6 +42,7 @@ type Config struct {
 	// member's own (default: its listen addresses, or its entries there).
 	Peers             map[uint64]string
 	Observers         map[uint64]string
+	Join              bool // --initial-cluster-state existing: join the running ensemble Peers and Observers locate (zab.Config.Join)
 	PeerEtcd          map[uint64]string
 	PeerZK            map[uint64]string
 	AdvertiseEtcd     string
@@ -167,7 +168,9 @@ func parseConfig(args, environ []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&cfg.ZKSecureListen, "zk-secure-listen", "", "address for ZooKeeper clients over TLS, as ZooKeeper's secureClientPort (needs --cert-file)")
 	fs.StringVar(&cfg.HTTPListen, "http-listen", "127.0.0.1:8080", "address for /health, /livez, /readyz, the etcd JSON gateway (/v3/...), ZooKeeper admin commands (/commands/...) and /debug/pprof")
 	metricsURLs := fs.String("listen-metrics-urls", "", "extra URLs (http://host:port,...) serving only /metrics and the health endpoints, as etcd's flag; /metrics is always on the HTTP address and the etcd client address too")
-	fs.Uint64Var(&cfg.ID, "id", 1, "this member's ID in the ensemble")
+	cfg.ID = 1
+	fs.Var((*memberIDFlag)(&cfg.ID), "id", "this member's `ID` in the ensemble: decimal, or hexadecimal after 0x (etcdctl prints IDs in hexadecimal without the 0x: --id 0x1a for its 1a)")
+	clusterState := fs.String("initial-cluster-state", "new", "new: start (or restart) with the ensemble --peers and --observers name; existing: join a running ensemble this member was added to (etcdctl member add, zkCli reconfig -add), which it finds through --peers and --observers, starting with no vote and an empty data directory filled by the leader's snapshot. Once a member has a data directory its stored configuration wins over both, as etcd's flag is ignored then")
 	peers := fs.String("peers", "", "voting ensemble members as id=host:port,... (peer addresses, this member included; empty: a single member)")
 	observers := fs.String("observers", "", "non-voting ensemble members as id=host:port,... (they receive commits and serve reads)")
 	peerEtcd := fs.String("peer-etcd", "", "every member's etcd client address as id=host:port,... (shown by MemberList)")
@@ -291,6 +294,13 @@ func parseConfig(args, environ []string, stderr io.Writer) (Config, error) {
 	if cfg.ID == 0 {
 		return cfg, errors.New("--id must be at least 1")
 	}
+	switch *clusterState {
+	case "new":
+	case "existing":
+		cfg.Join = true
+	default:
+		return cfg, fmt.Errorf("--initial-cluster-state: %q is neither new nor existing", *clusterState)
+	}
 	for _, u := range splitList(*metricsURLs) {
 		addr, ok := strings.CutPrefix(u, "http://")
 		if !ok || addr == "" || strings.Contains(addr, "/") {
@@ -409,6 +419,9 @@ func checkEnsemble(cfg Config) error {
 		if len(cfg.Observers) > 0 {
 			return errors.New("--observers needs --peers: observers follow a voting ensemble")
 		}
+		if cfg.Join {
+			return errors.New("--initial-cluster-state existing needs --peers: the members of the running ensemble this member joins")
+		}
 		return nil
 	}
 	for id := range cfg.Observers {
@@ -443,9 +456,9 @@ func parsePeers(s string) (map[uint64]string, error) {
 		if !ok || addr == "" {
 			return nil, fmt.Errorf("%q is not id=host:port", part)
 		}
-		id, err := strconv.ParseUint(idStr, 10, 64)
-		if err != nil || id == 0 {
-			return nil, fmt.Errorf("%q: the id must be a positive number", part)
+		id, err := parseMemberID(idStr)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w", part, err)
 		}
 		if _, dup := peers[id]; dup {
 			return nil, fmt.Errorf("id %d appears twice", id)
@@ -453,4 +466,46 @@ func parsePeers(s string) (map[uint64]string, error) {
 		peers[id] = addr
 	}
 	return peers, nil
+}
+
+// memberIDFlag is --id: a member ID as parseMemberID reads it.
+type memberIDFlag uint64
+
+func (f *memberIDFlag) String() string { return strconv.FormatUint(uint64(*f), 10) }
+
+func (f *memberIDFlag) Set(s string) error {
+	id, err := parseMemberID(s)
+	if err != nil {
+		return err
+	}
+	*f = memberIDFlag(id)
+	return nil
+}
+
+// parseMemberID reads a member ID as the command line names one (--id,
+// the ids of --peers and the other id=host:port lists): decimal, or
+// hexadecimal after 0x. etcdctl prints member IDs in hexadecimal without a
+// prefix (member add's "Member 1a added to cluster ..."), and that form
+// is refused rather than guessed: its digits-only IDs ("10" for sixteen)
+// read as decimal would silently name another member. A leading zero is
+// decimal too, not octal as Go's own flag parsing would take it.
+func parseMemberID(s string) (uint64, error) {
+	var (
+		id  uint64
+		err error
+	)
+	if hex, ok := strings.CutPrefix(strings.ToLower(s), "0x"); ok {
+		id, err = strconv.ParseUint(hex, 16, 64)
+	} else {
+		id, err = strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			if _, hexErr := strconv.ParseUint(s, 16, 64); hexErr == nil {
+				return 0, fmt.Errorf("member ID %q is not decimal: for the hexadecimal ID etcdctl prints, put 0x in front (0x%s)", s, s)
+			}
+		}
+	}
+	if err != nil || id == 0 {
+		return 0, fmt.Errorf("member ID %q is not a positive number (decimal, or hexadecimal after 0x)", s)
+	}
+	return id, nil
 }

@@ -37,6 +37,82 @@ func TestEnsembleFlags(t *testing.T) {
 	}
 }
 
+// TestInitialClusterStateFlag checks --initial-cluster-state: new (the
+// default) starts the ensemble the flags name, existing joins a running
+// one and so needs --peers to find it.
+func TestInitialClusterStateFlag(t *testing.T) {
+	four := "1=127.0.0.1:2888,2=127.0.0.1:2889,3=127.0.0.1:2890,4=127.0.0.1:2891"
+	tests := []struct {
+		name     string
+		args     []string
+		wantJoin bool
+		wantErr  string
+	}{
+		{"default", []string{"--id", "4", "--peers", four}, false, ""},
+		{"new", []string{"--id", "4", "--peers", four, "--initial-cluster-state", "new"}, false, ""},
+		{"existing", []string{"--id", "4", "--peers", four, "--initial-cluster-state", "existing"}, true, ""},
+		{"existing learner", []string{"--id", "4", "--peers", "1=127.0.0.1:2888", "--observers", "4=127.0.0.1:2891", "--initial-cluster-state=existing"}, true, ""},
+		{"existing without peers", []string{"--initial-cluster-state", "existing"}, false, "needs --peers"},
+		{"existing without its own address", []string{"--id", "5", "--peers", four, "--initial-cluster-state", "existing"}, false, "neither"},
+		{"unknown state", []string{"--initial-cluster-state", "Existing"}, false, "neither new nor existing"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := parseExpect(t, tt.args, tt.wantErr)
+			if tt.wantErr == "" && cfg.Join != tt.wantJoin {
+				t.Errorf("Join = %v, want %v", cfg.Join, tt.wantJoin)
+			}
+		})
+	}
+}
+
+// TestMemberIDs checks how --id and the ids of --peers are read: decimal,
+// or hexadecimal after 0x, as an operator copies an ID etcdctl printed
+// (in hexadecimal without the 0x). Bare hexadecimal is refused with a hint
+// instead of guessed, and a leading zero is not octal.
+func TestMemberIDs(t *testing.T) {
+	for _, tt := range []struct {
+		in      string
+		want    uint64
+		wantErr string
+	}{
+		{"1", 1, ""},
+		{"10", 10, ""},
+		{"010", 10, ""},
+		{"0x10", 16, ""},
+		{"0X1A", 26, ""},
+		{"0x8e9e05c52164694d", 0x8e9e05c52164694d, ""},
+		{"8e9e05c52164694d", 0, "put 0x in front (0x8e9e05c52164694d)"},
+		{"1a", 0, "put 0x in front"},
+		{"0", 0, "not a positive number"},
+		{"0x0", 0, "not a positive number"},
+		{"0x", 0, "not a positive number"},
+		{"-1", 0, "not a positive number"},
+		{"one", 0, "not a positive number"},
+		{"18446744073709551616", 0, "not a positive number"},
+	} {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := parseMemberID(tt.in)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("parseMemberID(%q) = %d, %v; want an error mentioning %q", tt.in, got, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("parseMemberID(%q) = %d, %v; want %d", tt.in, got, err, tt.want)
+			}
+			// The same rule holds for --id and for the ids of --peers.
+			peers := tt.in + "=127.0.0.1:2888,99=127.0.0.1:2889"
+			cfg := parseExpect(t, []string{"--id", tt.in, "--peers", peers}, "")
+			if cfg.ID != tt.want || cfg.Peers[tt.want] != "127.0.0.1:2888" {
+				t.Errorf("--id %s --peers %s: ID %d, peers %v; want %d", tt.in, peers, cfg.ID, cfg.Peers, tt.want)
+			}
+		})
+	}
+	parseExpect(t, []string{"--id", "1a"}, "put 0x in front")
+}
+
 func TestCorruptCheckFlags(t *testing.T) {
 	tests := []struct {
 		args     []string

@@ -205,6 +205,7 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 		ZKAddr:               zkAddr,
 		Peers:                cfg.Peers,
 		Observers:            cfg.Observers,
+		Join:                 cfg.Join,
 		PeerTLS:              zabTLS,
 		Clients:              clients,
 		ElectionTimeout:      cfg.ElectionTimeout,

@@ -50,6 +50,10 @@ type MemberConfig struct {
 	// and serve reads but never vote. This member listens on its own entry.
 	Peers     map[uint64]string
 	Observers map[uint64]string
+	// Join starts this member as one joining a running ensemble
+	// (--initial-cluster-state existing, zab.Config.Join): Peers and
+	// Observers only say where to find it.
+	Join bool
 	// Clients are every member's advertised client addresses, for Status
 	// (etcd MemberList, ZooKeeper srvr/conf). This member's own entry
 	// defaults to EtcdURL and ZKAddr.
@@ -257,6 +261,7 @@ func OpenMember(cfg MemberConfig) (*Member, error) {
 		ID:                cfg.ID,
 		Peers:             cfg.Peers,
 		Observers:         cfg.Observers,
+		Join:              cfg.Join,
 		Transport:         cfg.Transport,
 		PeerTLS:           cfg.PeerTLS,
 		ElectionTimeout:   cfg.ElectionTimeout,

@@ -374,16 +374,20 @@ func short(v string) string {
 }
 
 // memberHistory reads node i's own history: a watch of every key from
-// revision 1 through end (events after it are left out), on a client of that member alone (a member
-// serves watches from its own store).
-func memberHistory(ctx context.Context, t *testing.T, c *Cluster, i int, end int64) ([]event, error) {
+// revision from through end (events after it are left out), on a client of that member alone (a member
+// serves watches from its own store). A member that no longer holds
+// revision from answers with a compactedError.
+func memberHistory(ctx context.Context, t *testing.T, c *Cluster, i int, from, end int64) ([]event, error) {
 	cli := etcdClient(t, []string{c.Nodes[i].EtcdAddr})
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var out []event
-	for resp := range cli.Watch(wctx, "", clientv3.WithPrefix(), clientv3.WithRev(1)) {
+	for resp := range cli.Watch(wctx, "", clientv3.WithPrefix(), clientv3.WithRev(from)) {
+		if resp.CompactRevision > 0 {
+			return out, compactedError{node: c.Nodes[i].ID, from: from, rev: resp.CompactRevision}
+		}
 		if err := resp.Err(); err != nil {
-			return out, fmt.Errorf("node %d: watch from revision 1: %w", c.Nodes[i].ID, err)
+			return out, fmt.Errorf("node %d: watch from revision %d: %w", c.Nodes[i].ID, from, err)
 		}
 		for _, e := range resp.Events {
 			kv := e.Kv
@@ -399,7 +403,37 @@ func memberHistory(ctx context.Context, t *testing.T, c *Cluster, i int, end int
 			return out, nil
 		}
 	}
-	return out, fmt.Errorf("node %d: watch ended at %d events short of revision %d: %w", c.Nodes[i].ID, len(out), end, ctx.Err())
+	if ctx.Err() != nil {
+		return out, fmt.Errorf("node %d: watch ended at %d events short of revision %d: %w", c.Nodes[i].ID, len(out), end, ctx.Err())
+	}
+	return out, fmt.Errorf("node %d: watch closed at %d events, short of revision %d, with no error", c.Nodes[i].ID, len(out), end)
+}
+
+// putMarker writes key until a write is acknowledged, or ctx ends, and
+// returns its revision: a marker written again after an election refused
+// or interrupted it marks the same point for the caller.
+func putMarker(ctx context.Context, cli *clientv3.Client, key, value string) (int64, error) {
+	for {
+		resp, err := cli.Put(ctx, key, value)
+		if err == nil {
+			return resp.Header.Revision, nil
+		}
+		if ctx.Err() != nil {
+			return 0, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// compactedError says a member's history starts after the revision asked
+// for: it has compacted it, or caught up by a snapshot taken at rev.
+type compactedError struct {
+	node      uint64
+	from, rev int64
+}
+
+func (e compactedError) Error() string {
+	return fmt.Sprintf("node %d: watch from revision %d: compacted at %d", e.node, e.from, e.rev)
 }
 
 // check reads what the members hold once the load has stopped (each
@@ -414,21 +448,13 @@ func (l *killLoad) check(t *testing.T, c *Cluster) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cli := etcdClient(t, c.EtcdEndpoints())
-	var end int64
-	for {
-		resp, err := cli.Put(ctx, "/ka/end", "")
-		if err == nil {
-			end = resp.Header.Revision
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("final write: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
+	end, err := putMarker(ctx, cli, "/ka/end", "")
+	if err != nil {
+		t.Fatalf("final write: %v", err)
 	}
 	var got killAllState
 	for i, n := range c.Nodes {
-		h, err := memberHistory(ctx, t, c, i, end)
+		h, err := memberHistory(ctx, t, c, i, 1, end)
 		if err != nil {
 			t.Fatalf("seed %d: %v", l.seed, err)
 		}

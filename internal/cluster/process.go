@@ -64,6 +64,14 @@ type Node struct {
 	PeerAddr string
 	LogPath  string
 
+	// ensemble are the flags naming the ensemble this node starts with
+	// (--peers and the rest): the initial ones, or for a node that joined
+	// a running ensemble those it was started with (see Join). A restart
+	// reuses them, stale or not, as an operator's service unit would.
+	ensemble []string
+	// idFlag is the --id value, when not the decimal ID.
+	idFlag string
+
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the current process has been reaped
@@ -74,7 +82,11 @@ type Cluster struct {
 	t     testing.TB
 	opts  Options
 	Nodes []*Node
-	args  []string // ensemble flags every node gets
+	base  string // where data dirs and logs go
+	added int    // nodes NewNode laid out, to name their directories
+
+	etcdctlOnce sync.Once
+	etcdctl     string // the etcdctl binary, once Etcdctl has located it
 }
 
 // Start starts opts.Nodes processes and waits until each answers /health.
@@ -102,23 +114,22 @@ func Start(t testing.TB, opts Options) *Cluster {
 		t.Logf("cluster: data dirs and logs kept under %s", dir)
 		base = dir
 	}
-	c := &Cluster{t: t, opts: opts}
+	c := &Cluster{t: t, opts: opts, base: base}
 	var peers, etcds, zks []string
 	for i := range opts.Nodes {
 		id := uint64(i + 1)
-		addr := func(k int) string { return "127.0.0.1:" + strconv.Itoa(ports[4*i+k]) }
-		n := &Node{
-			ID: id, DataDir: filepath.Join(base, fmt.Sprintf("node%d", id)),
-			EtcdAddr: addr(0), ZKAddr: addr(1), HTTPAddr: addr(2), PeerAddr: addr(3),
-			LogPath: filepath.Join(base, fmt.Sprintf("node%d.log", id)),
-		}
+		n := c.newNode(fmt.Sprintf("node%d", id), ports[4*i:4*i+4])
+		n.ID = id
 		c.Nodes = append(c.Nodes, n)
 		peers = append(peers, fmt.Sprintf("%d=%s", id, n.PeerAddr))
 		etcds = append(etcds, fmt.Sprintf("%d=%s", id, n.EtcdAddr))
 		zks = append(zks, fmt.Sprintf("%d=%s", id, n.ZKAddr))
 	}
 	if opts.Nodes > 1 {
-		c.args = []string{"--peers", strings.Join(peers, ","), "--peer-etcd", strings.Join(etcds, ","), "--peer-zk", strings.Join(zks, ",")}
+		args := []string{"--peers", strings.Join(peers, ","), "--peer-etcd", strings.Join(etcds, ","), "--peer-zk", strings.Join(zks, ",")}
+		for _, n := range c.Nodes {
+			n.ensemble = args
+		}
 	}
 	t.Cleanup(func() {
 		for _, n := range c.Nodes {
@@ -148,13 +159,28 @@ func Start(t testing.TB, opts Options) *Cluster {
 	return c
 }
 
+// newNode lays out a node named name: its data dir and log under the
+// cluster's directory, and its four addresses on the given ports.
+func (c *Cluster) newNode(name string, ports []int) *Node {
+	addr := func(k int) string { return "127.0.0.1:" + strconv.Itoa(ports[k]) }
+	return &Node{
+		DataDir:  filepath.Join(c.base, name),
+		EtcdAddr: addr(0), ZKAddr: addr(1), HTTPAddr: addr(2), PeerAddr: addr(3),
+		LogPath: filepath.Join(c.base, name+".log"),
+	}
+}
+
 func (c *Cluster) spawn(n *Node) error {
+	id := n.idFlag
+	if id == "" {
+		id = strconv.FormatUint(n.ID, 10)
+	}
 	args := []string{
-		"--id", strconv.FormatUint(n.ID, 10),
+		"--id", id,
 		"--data-dir", n.DataDir,
 		"--etcd-listen", n.EtcdAddr, "--zk-listen", n.ZKAddr, "--http-listen", n.HTTPAddr,
 	}
-	args = append(args, c.args...)
+	args = append(args, n.ensemble...)
 	args = append(args, c.opts.Args...)
 	logFile, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
