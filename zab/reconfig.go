@@ -69,8 +69,17 @@ func (c *Core) notifiedMembership() *Membership {
 // whoever names it, it is committed; its entry reaches this member's log
 // with the next synchronization. A looking member starts its election
 // again, counting in the configurations it now has.
+//
+// A joining member takes no configuration that does not name it: it is
+// started once its addition is proposed, and a member that has not yet
+// learned that the addition committed (or a leader while it is pending)
+// names an earlier configuration, which would remove this member for
+// good. Its first SYNC gives it the leader's configurations.
 func (c *Core) learnMembership(m *Membership) {
 	if m == nil || m.Version <= c.conf.Version {
+		return
+	}
+	if c.joining && !m.IsMember(c.id) {
 		return
 	}
 	old := c.conf

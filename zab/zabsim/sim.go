@@ -214,7 +214,7 @@ func newSim(t *Trace, opts Options) *sim {
 		period := int64(70 + s.rng.IntN(61))
 		s.maxTick = max(s.maxTick, period)
 		s.nodes[id] = &node{s: s, id: id, disk: &disk{}, tickPeriod: period, clockOffset: s.rng.Int64N(2000) - 1000,
-			fsyncMax: 2 + s.rng.Int64N(maxFsync), joined: i < t.Voters+t.Observers, startConf: start}
+			fsyncMax: 2 + s.rng.Int64N(maxFsync), joined: i < t.Voters+t.Observers, spare: i >= t.Voters+t.Observers, startConf: start}
 	}
 	return s
 }
@@ -401,6 +401,7 @@ func (s *sim) liveness() {
 		}
 		if last := s.latestLeader(); last != nil {
 			s.fail(s.chk.final(last.id, last.disk))
+			s.fail(s.removedMember(last))
 			return
 		}
 		// A proposal committed but no member leads now. A change still
@@ -411,6 +412,19 @@ func (s *sim) liveness() {
 		// elect a leader and commit a proposal, within the same deadline.
 		s.liveDone = false
 	}
+}
+
+// removedMember fails a member that reports itself removed while the
+// leader's active configuration names it: nothing brings a removed member
+// back, so the ensemble would have lost it for good.
+func (s *sim) removedMember(leader *node) error {
+	active, _ := leader.core.Membership()
+	for _, id := range s.ids {
+		if n := s.nodes[id]; n.up && n.role == zab.RoleRemoved && active.IsMember(id) {
+			return s.chk.fail(id, "liveness: member reports removed, but the leader's active configuration %s names it", active.String())
+		}
+	}
+	return nil
 }
 
 // latestLeader is the member leading the latest epoch, or nil: one of an

@@ -301,6 +301,9 @@ func TestTraces(t *testing.T) {
 		// faults ended, committed together with the liveness probe, and the
 		// leader stepped down as it should; the check wanted a leader at
 		// that very moment instead of a new election within the deadline.
+		// In the same run a spare, started while its addition was
+		// pending, took the leader's earlier configuration from a
+		// notification and reported itself removed for good.
 		{"removeleader.trace", Options{}, ""},
 		// A candidate held a pending change removing itself; the voters
 		// that did not hold it decided for it on the old configuration's
