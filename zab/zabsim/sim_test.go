@@ -310,6 +310,11 @@ func TestTraces(t *testing.T) {
 		// quorum, and their FOLLOWING notifications, naming their own
 		// history, undid their votes in its count: it never decided.
 		{"followvote.trace", Options{}, ""},
+		// A spare started while its addition was pending was synchronized
+		// before the change reached it: the SYNC's configuration (an
+		// earlier one) did not name it, it stopped joining on its starting
+		// configuration, and reported itself removed for good.
+		{"joinsync.trace", Options{}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
