@@ -674,6 +674,9 @@ func (c *Core) Ready() Ready {
 	// leader that commits a change in this Ready below takes it up in
 	// the next one, counting both quorums meanwhile.
 	c.activateCommitted()
+	if c.fs != nil && c.fs.phase >= fSynced {
+		c.joined() // a pending change naming it may have come since the SYNC
+	}
 	c.checkRemoved()
 	if len(c.pending) > 0 {
 		if c.ls != nil && c.ls.phase == lBroadcast {
@@ -803,6 +806,9 @@ func (c *Core) dispatch() {
 		if err != nil {
 			c.fatal(err)
 			return
+		}
+		if c.joining && !m.IsMember(c.id) {
+			continue // see joined
 		}
 		c.rd.Membership = &m
 		c.savedConf = m.Version

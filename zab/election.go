@@ -189,6 +189,20 @@ func (c *Core) handleNotification(from uint64, msg *Message) {
 		}
 		e.ooe[from] = *msg
 		if msg.Round == e.round && c.voter {
+			// A member that decided in this round for the leader this
+			// member votes for agrees with this vote, whatever history
+			// it names (its own, not the vote's). Counted by its own
+			// history, it would undo its vote here: a candidate whose
+			// log holds a pending change counts a quorum of that
+			// configuration too, which voters that do not hold the
+			// change do not wait for; they decide first, and the
+			// candidate, never counting them again, would never decide
+			// while they wait for it to lead (as ZooKeeper's election
+			// does, a quorum of FOLLOWING notifications for this member
+			// in its round makes it lead).
+			if msg.Leader == e.vote.leader {
+				v = e.vote
+			}
 			e.recv[from] = v
 			e.checkQuorum(c)
 		}

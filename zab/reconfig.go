@@ -46,6 +46,11 @@ func (c *Core) adoptCommitted(m *Membership) {
 		next = nil
 	}
 	c.setMembership(cloneMembership(*m), next)
+	if c.joining && !m.IsMember(c.id) {
+		// Not persisted: a restart must join again, not find itself
+		// in no configuration (see joined).
+		return
+	}
 	c.rd.Membership = new(cloneMembership(*m))
 	c.savedConf = m.Version
 	c.log.Info("zab membership adopted from the leader", "id", c.id, "membership", m.String())
@@ -69,8 +74,17 @@ func (c *Core) notifiedMembership() *Membership {
 // whoever names it, it is committed; its entry reaches this member's log
 // with the next synchronization. A looking member starts its election
 // again, counting in the configurations it now has.
+//
+// A joining member takes no configuration that does not name it: it is
+// started once its addition is proposed, and a member that has not yet
+// learned that the addition committed (or a leader while it is pending)
+// names an earlier configuration, which would remove this member for
+// good. Its first SYNC gives it the leader's configurations.
 func (c *Core) learnMembership(m *Membership) {
 	if m == nil || m.Version <= c.conf.Version {
+		return
+	}
+	if c.joining && !m.IsMember(c.id) {
 		return
 	}
 	old := c.conf
@@ -141,7 +155,7 @@ func (c *Core) followMembership(old Membership) {
 // configuration in play names it (a committed change removed it). Until
 // then, a member that a pending change adds or removes goes on as it was.
 func (c *Core) checkRemoved() {
-	if c.role == RoleRemoved || c.isMember(c.id) {
+	if c.role == RoleRemoved || c.joining || c.isMember(c.id) {
 		return
 	}
 	c.log.Info("zab removed from the ensemble", "id", c.id, "membership", c.conf.String())
@@ -159,15 +173,29 @@ func (c *Core) Membership() (active Membership, pending *Membership) {
 	return active, pending
 }
 
-// joined ends a joining member's wait at its first synchronization: the
-// configuration the leader sent is now this member's (adopted from it or
-// from a notification, or still its starting one if the leader's is
-// that), and its vote counts where that configuration says. A starting
-// configuration is persisted here, so that a restart no longer joins; a
-// later one was persisted when adopted, or will be when its entry is
-// applied.
+// joined ends a joining member's wait once it is synchronized and a
+// configuration in play names it: the configuration the leader sent is
+// now this member's (adopted from it or from a notification, or still its
+// starting one if the leader's is that), and its vote counts where that
+// configuration says. A starting configuration is persisted here, so
+// that a restart no longer joins; a later one was persisted when adopted,
+// or will be when its entry is applied.
+//
+// The member is started once its addition is proposed, so the leader may
+// synchronize it while the change is still pending and not in the SYNC
+// (it follows as a PROPOSAL): the configurations it then holds do not
+// name it yet. Until one does it stays joining: it is not removed (see
+// checkRemoved) and persists no configuration that leaves it out, so
+// that neither now nor after a restart does it take itself for a member
+// that was removed, for good, while the ensemble counts it in.
+//
+// Its starting configuration (from its flags, version 0) names it only
+// for want of a better one: it counts only while no later one is in play,
+// that is when the leader's is the starting one too.
 func (c *Core) joined() {
-	if !c.joining {
+	named := c.next != nil && c.next.IsMember(c.id) ||
+		c.conf.IsMember(c.id) && (c.conf.Version > 0 || c.next == nil)
+	if !c.joining || !named {
 		return
 	}
 	c.joining = false

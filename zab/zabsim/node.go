@@ -37,6 +37,10 @@ type node struct {
 	// starting ensemble's, or the change that added it), as --peers is.
 	joined    bool
 	startConf zab.Membership
+	// spare is a member outside the starting ensemble: it starts as a
+	// real member added by a change does (--initial-cluster-state
+	// existing), joining, until its first SYNC.
+	spare bool
 
 	// The incarnation.
 	up    bool
@@ -128,6 +132,7 @@ func (n *node) start() {
 	n.inc++
 	core, err := zab.NewCore(zab.CoreConfig{
 		ID: n.id, Voters: n.startConf.Voters, Observers: n.startConf.Observers, Membership: d.membership,
+		Join:          n.spare,
 		ElectionTicks: electionTicks, MaxDiffEntries: maxDiff, CanSnapshot: true,
 		Seed:      [2]uint64{n.s.trace.Seed, n.id<<32 | uint64(n.inc)},
 		Log:       logReader{d},

@@ -17,12 +17,7 @@ import (
 // voters) or that comes while another is pending does nothing; the Core's
 // own refusals (an observer not caught up) are counted, not failures.
 func (s *sim) reconfig(e Event) {
-	var l *node
-	for _, id := range s.ids {
-		if n := s.nodes[id]; n.leading() && (l == nil || n.epoch > l.epoch) {
-			l = n
-		}
-	}
+	l := s.latestLeader()
 	if l == nil {
 		return
 	}

@@ -214,7 +214,7 @@ func newSim(t *Trace, opts Options) *sim {
 		period := int64(70 + s.rng.IntN(61))
 		s.maxTick = max(s.maxTick, period)
 		s.nodes[id] = &node{s: s, id: id, disk: &disk{}, tickPeriod: period, clockOffset: s.rng.Int64N(2000) - 1000,
-			fsyncMax: 2 + s.rng.Int64N(maxFsync), joined: i < t.Voters+t.Observers, startConf: start}
+			fsyncMax: 2 + s.rng.Int64N(maxFsync), joined: i < t.Voters+t.Observers, spare: i >= t.Voters+t.Observers, startConf: start}
 	}
 	return s
 }
@@ -384,33 +384,59 @@ func (s *sim) liveness() {
 	}
 	deadline := s.now + int64(s.opts.LivenessTicks)*s.maxTick
 	s.ag.push(&item{at: s.now + s.maxTick, kind: evProbe})
-	for s.err == nil && !s.liveDone {
-		if s.now > deadline {
-			s.fail(&Violation{Step: s.step, At: s.now, What: fmt.Sprintf(
-				"liveness: no leader committed a proposal within %d ticks after every fault healed (%s)", s.opts.LivenessTicks, s.describe())})
+	for {
+		for s.err == nil && !s.liveDone {
+			if s.now > deadline {
+				s.fail(&Violation{Step: s.step, At: s.now, What: fmt.Sprintf(
+					"liveness: no leader committed a proposal within %d ticks after every fault healed (%s)", s.opts.LivenessTicks, s.describe())})
+				return
+			}
+			if !s.runOne() {
+				s.fail(errors.New("liveness: the agenda ran dry"))
+				return
+			}
+		}
+		if s.err != nil {
 			return
 		}
-		if !s.runOne() {
-			s.fail(errors.New("liveness: the agenda ran dry"))
+		if last := s.latestLeader(); last != nil {
+			s.fail(s.chk.final(last.id, last.disk))
+			s.fail(s.removedMember(last))
 			return
 		}
+		// A proposal committed but no member leads now. A change still
+		// pending when the faults ended may remove the leader; the
+		// leader then commits it (and any proposal behind it) and steps
+		// down, as documented, and the remaining voters elect among
+		// themselves. That is no lost liveness: the ensemble must again
+		// elect a leader and commit a proposal, within the same deadline.
+		s.liveDone = false
 	}
-	if s.err != nil {
-		return
+}
+
+// removedMember fails a member that reports itself removed while the
+// leader's active configuration names it: nothing brings a removed member
+// back, so the ensemble would have lost it for good.
+func (s *sim) removedMember(leader *node) error {
+	active, _ := leader.core.Membership()
+	for _, id := range s.ids {
+		if n := s.nodes[id]; n.up && n.role == zab.RoleRemoved && active.IsMember(id) {
+			return s.chk.fail(id, "liveness: member reports removed, but the leader's active configuration %s names it", active.String())
+		}
 	}
-	// The leader of the latest epoch: one of an earlier epoch may not have
-	// noticed yet that it lost its quorum.
+	return nil
+}
+
+// latestLeader is the member leading the latest epoch, or nil: one of an
+// earlier epoch may not have noticed yet that it lost its quorum.
+func (s *sim) latestLeader() *node {
 	var last *node
 	for _, id := range s.ids {
 		if n := s.nodes[id]; n.leading() && (last == nil || n.epoch > last.epoch) {
 			last = n
 		}
 	}
-	if last == nil {
-		s.fail(&Violation{Step: s.step, At: s.now, What: "liveness: a proposal committed but no member leads"})
-		return
-	}
-	s.fail(s.chk.final(last.id, last.disk))
+	return last
 }
 
 // probe proposes on a random member, once a tick, until one of these

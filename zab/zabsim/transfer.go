@@ -18,12 +18,7 @@ type transferReq struct {
 // any member leads) is asked to hand its leadership to the event's
 // member, or (see EvTransfer) to a voter of its active configuration.
 func (s *sim) transfer(e Event) {
-	var l *node
-	for _, id := range s.ids {
-		if n := s.nodes[id]; n.leading() && (l == nil || n.epoch > l.epoch) {
-			l = n
-		}
-	}
+	l := s.latestLeader()
 	if l == nil {
 		return
 	}
