@@ -215,9 +215,11 @@ var (
 // in the file itself or in the one dynamicConfigFile names, become
 // --peers, --observers, --peer-zk and --peer-zk-election; myid in dataDir
 // becomes --id; syncLimit x tickTime becomes --election-timeout, as it is
-// how long a ZooKeeper follower waits for its leader. A dynamic file with
-// a version= line is a running ensemble's: a member whose data directory
-// holds no state yet joins it (--initial-cluster-state existing).
+// how long a ZooKeeper follower waits for its leader. An ensemble with a
+// version (a version= line in zoo.cfg, or the hexadecimal suffix of the
+// dynamic file's name, as ZooKeeper names it) other than 0 is a running
+// one: a member whose data directory holds no state yet joins it
+// (--initial-cluster-state existing).
 func readZooCfg(path string) (values []fileValue, ignored []string, err error) {
 	props, order, err := readProperties(path)
 	if err != nil {
@@ -237,11 +239,19 @@ func readZooCfg(path string) (values []fileValue, ignored []string, err error) {
 			}
 		}
 		for _, k := range dynOrder {
+			if k == "version" {
+				// ZooKeeper refuses it there: the version is in the name.
+				return nil, nil, fmt.Errorf("zk config %s: key %q: a dynamic file has its version in its name (zoo.cfg.dynamic.<hex>), not inside", dynPath, k)
+			}
 			if !isDynamicKey(k) {
 				return nil, nil, fmt.Errorf("zk config %s: unknown key %q", dynPath, k)
 			}
 			props[k] = dyn[k]
 			order = append(order, k)
+		}
+		if v, ok := versionFromFilename(dynPath); ok {
+			props["version"] = v
+			order = append(order, "version")
 		}
 	}
 	add := func(key, flag, value string) { values = append(values, fileValue{key: key, flag: flag, value: value}) }
@@ -275,12 +285,13 @@ func readZooCfg(path string) (values []fileValue, ignored []string, err error) {
 		v := props[k]
 		switch {
 		case k == "version":
-			// The zxid, in hexadecimal, of the reconfig that wrote the
-			// ensemble lines: only a running ensemble has one.
-			if _, err := strconv.ParseUint(v, 16, 64); err != nil {
+			// The zxid, in hexadecimal, of the configuration the lines
+			// are: 0 for one never committed, as ZooKeeper reads it.
+			version, err := strconv.ParseUint(v, 16, 64)
+			if err != nil {
 				return nil, nil, fmt.Errorf("zk config %s: key %q: %q is not a hexadecimal zxid", path, k, v)
 			}
-			joining = true
+			joining = version != 0
 		case strings.HasPrefix(k, "server."):
 			id, err := strconv.ParseUint(strings.TrimPrefix(k, "server."), 10, 64)
 			if err != nil || id == 0 {
@@ -418,6 +429,21 @@ func readProperties(path string) (props map[string]string, order []string, err e
 // ZooKeeper 3.5+ keeps in the dynamic configuration file.
 func isDynamicKey(k string) bool {
 	return k == "version" || strings.HasPrefix(k, "server.") || strings.HasPrefix(k, "group.") || strings.HasPrefix(k, "weight.")
+}
+
+// versionFromFilename reads a dynamic file's version as ZooKeeper does:
+// the part of its name after the last dot, if that is hexadecimal
+// (zoo.cfg.dynamic.100000000).
+func versionFromFilename(path string) (string, bool) {
+	name := filepath.Base(path)
+	i := strings.LastIndexByte(name, '.')
+	if i < 0 {
+		return "", false
+	}
+	if _, err := strconv.ParseUint(name[i+1:], 16, 64); err != nil {
+		return "", false
+	}
+	return name[i+1:], true
 }
 
 // dynamicConfigPath locates the file dynamicConfigFile names. ZooKeeper

@@ -282,8 +282,9 @@ func TestJSONLogsParse(t *testing.T) {
 
 // TestZooCfgDynamicFile reads the ensemble as ZooKeeper 3.5+ writes it:
 // server.N lines (with election port, role and client part) inline or in
-// the file dynamicConfigFile names, and a version= line that makes a
-// member with no state yet join the running ensemble.
+// the file dynamicConfigFile names, and a version (a version= line inline,
+// the hexadecimal suffix of the dynamic file's name) that makes a member
+// with no state yet join the running ensemble.
 func TestZooCfgDynamicFile(t *testing.T) {
 	const servers = "server.1=127.0.0.1:2888:3888:participant;127.0.0.1:2181\n" +
 		"server.2=127.0.0.2:2888:3888;2182\n" +
@@ -305,14 +306,17 @@ func TestZooCfgDynamicFile(t *testing.T) {
 		name     string
 		dataDir  string // "" for a fresh one
 		zooCfg   string // %s is the data dir
-		dynamic  string // the dynamic file's content, written next to zoo.cfg as zoo.cfg.dynamic
+		dynName  string // the dynamic file's name, next to zoo.cfg
+		dynamic  string // its content
 		wantJoin bool
 	}{
 		{name: "inline lines", zooCfg: "dataDir=%s\n" + servers},
 		{name: "inline lines with version", zooCfg: "dataDir=%s\n" + servers + "version=100000000\n", wantJoin: true},
-		{name: "dynamic file without version", zooCfg: "dataDir=%s\ndynamicConfigFile=zoo.cfg.dynamic\n", dynamic: servers},
-		{name: "dynamic file with version, fresh data dir", zooCfg: "dataDir=%s\ndynamicConfigFile=zoo.cfg.dynamic\n", dynamic: servers + "version=100000007\n", wantJoin: true},
-		{name: "dynamic file with version, data dir with state", dataDir: stateDir, zooCfg: "dataDir=%s\ndynamicConfigFile=zoo.cfg.dynamic\n", dynamic: servers + "version=100000007\n"},
+		{name: "inline lines with version 0", zooCfg: "dataDir=%s\n" + servers + "version=0\n"},
+		{name: "dynamic file without version", zooCfg: "dataDir=%s\ndynamicConfigFile=zoo.cfg.dynamic\n", dynName: "zoo.cfg.dynamic", dynamic: servers},
+		{name: "dynamic file with version 0", zooCfg: "dataDir=%s\ndynamicConfigFile=zoo.cfg.dynamic.0\n", dynName: "zoo.cfg.dynamic.0", dynamic: servers},
+		{name: "dynamic file with version, fresh data dir", zooCfg: "dataDir=%s\ndynamicConfigFile=zoo.cfg.dynamic.100000007\n", dynName: "zoo.cfg.dynamic.100000007", dynamic: servers, wantJoin: true},
+		{name: "dynamic file with version, data dir with state", dataDir: stateDir, zooCfg: "dataDir=%s\ndynamicConfigFile=zoo.cfg.dynamic.100000007\n", dynName: "zoo.cfg.dynamic.100000007", dynamic: servers},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -327,8 +331,8 @@ func TestZooCfgDynamicFile(t *testing.T) {
 			if err := os.WriteFile(zooCfg, []byte(fmt.Sprintf(c.zooCfg, dataDir)), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			if c.dynamic != "" {
-				if err := os.WriteFile(filepath.Join(dir, "zoo.cfg.dynamic"), []byte(c.dynamic), 0o644); err != nil {
+			if c.dynName != "" {
+				if err := os.WriteFile(filepath.Join(dir, c.dynName), []byte(c.dynamic), 0o644); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -365,7 +369,8 @@ func TestZooCfgDynamicFileRefusals(t *testing.T) {
 		{"server line in zoo.cfg too", "dynamicConfigFile=zoo.cfg.dynamic\nserver.1=127.0.0.1:2888:3888\n", "server.2=127.0.0.2:2888:3888\n", []string{"zoo.cfg", `"server.1"`}},
 		{"missing dynamic file", "dynamicConfigFile=nowhere.dynamic\n", "", []string{"zoo.cfg", "dynamicConfigFile"}},
 		{"other key in the dynamic file", "dynamicConfigFile=zoo.cfg.dynamic\n", "server.1=127.0.0.1:2888:3888\ntickTime=10\n", []string{"zoo.cfg.dynamic", `"tickTime"`}},
-		{"version not hex", "dynamicConfigFile=zoo.cfg.dynamic\n", "server.1=127.0.0.1:2888:3888\nversion=zz\n", []string{"zoo.cfg", `"version"`}},
+		{"version inside the dynamic file", "dynamicConfigFile=zoo.cfg.dynamic\n", "server.1=127.0.0.1:2888:3888\nversion=100000000\n", []string{"zoo.cfg.dynamic", `"version"`}},
+		{"inline version not hex", "server.1=127.0.0.1:2888:3888\nversion=zz\n", "", []string{"zoo.cfg", `"version"`}},
 		{"bad election port", "server.1=127.0.0.1:2888:x\n", "", []string{"zoo.cfg", `"server.1"`, "election port"}},
 		{"bad client port", "server.1=127.0.0.1:2888:3888;host:x\n", "", []string{"zoo.cfg", `"server.1"`, "client port"}},
 		{"too many parts", "server.1=127.0.0.1:2888:3888:4888\n", "", []string{"zoo.cfg", `"server.1"`}},

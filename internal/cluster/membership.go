@@ -69,10 +69,11 @@ func (c *Cluster) Join(n *Node, id uint64, idFlag string, voters, observers []*N
 }
 
 // JoinZooCfg starts n as ZooKeeper's procedure starts a new server: from a
-// zoo.cfg whose dynamicConfigFile holds the running ensemble's lines and
-// version (what zkCli.sh config prints, given here as config) plus n's
-// own server line, with myid in its dataDir and no other state. Janus
-// then joins as --initial-cluster-state existing would. It waits until n
+// zoo.cfg whose dynamicConfigFile holds the running ensemble's lines (what
+// zkCli.sh config prints, given here as config) plus n's own server line,
+// the file named after the configuration's version as ZooKeeper names it
+// (zoo.cfg.dynamic.<version>), with myid in its dataDir and no other
+// state. Janus then joins as --initial-cluster-state existing would. It waits until n
 // answers /health; n becomes the last of c.Nodes and JoinZooCfg returns
 // its index.
 func (c *Cluster) JoinZooCfg(n *Node, id uint64, config string, observer bool) (int, error) {
@@ -83,13 +84,19 @@ func (c *Cluster) JoinZooCfg(n *Node, id uint64, config string, observer bool) (
 	}
 	// The election port is never dialled: Janus elects over the peer port.
 	self := fmt.Sprintf("server.%d=%s:3888:%s;%s", id, n.PeerAddr, role, n.ZKAddr)
-	var lines []string
+	lines := []string{self}
+	version := ""
 	for _, l := range strings.Split(strings.TrimSpace(config), "\n") {
-		if strings.HasPrefix(l, "version=") {
-			lines = append(lines, self)
+		if v, ok := strings.CutPrefix(l, "version="); ok {
+			version = v
+			continue
 		}
 		lines = append(lines, l)
 	}
+	if version == "" {
+		return -1, fmt.Errorf("cluster: configuration without version=: %q", config)
+	}
+	dynName := "zoo.cfg.dynamic." + version
 	dir := n.DataDir + "-conf"
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return -1, fmt.Errorf("cluster: zoo.cfg dir: %w", err)
@@ -98,9 +105,9 @@ func (c *Cluster) JoinZooCfg(n *Node, id uint64, config string, observer bool) (
 		return -1, fmt.Errorf("cluster: data dir: %w", err)
 	}
 	files := map[string]string{
-		filepath.Join(n.DataDir, "myid"):           fmt.Sprintf("%d\n", id),
-		filepath.Join(dir, "zoo.cfg.dynamic.next"): strings.Join(lines, "\n") + "\n",
-		filepath.Join(dir, "zoo.cfg"):              fmt.Sprintf("dataDir=%s\ndynamicConfigFile=zoo.cfg.dynamic.next\n", n.DataDir),
+		filepath.Join(n.DataDir, "myid"): fmt.Sprintf("%d\n", id),
+		filepath.Join(dir, dynName):      strings.Join(lines, "\n") + "\n",
+		filepath.Join(dir, "zoo.cfg"):    fmt.Sprintf("dataDir=%s\ndynamicConfigFile=%s\n", n.DataDir, filepath.Join(dir, dynName)),
 	}
 	for path, content := range files {
 		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
