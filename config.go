@@ -45,6 +45,7 @@ type Config struct {
 	Join              bool // --initial-cluster-state existing: join the running ensemble Peers and Observers locate (zab.Config.Join)
 	PeerEtcd          map[uint64]string
 	PeerZK            map[uint64]string
+	PeerZKElection    map[uint64]string // ZooKeeper election addresses, only shown back (/zookeeper/config)
 	AdvertiseEtcd     string
 	AdvertiseZK       string
 	ElectionTimeout   time.Duration
@@ -175,6 +176,7 @@ func parseConfig(args, environ []string, stderr io.Writer) (Config, error) {
 	observers := fs.String("observers", "", "non-voting ensemble members as id=host:port,... (they receive commits and serve reads)")
 	peerEtcd := fs.String("peer-etcd", "", "every member's etcd client address as id=host:port,... (shown by MemberList)")
 	peerZK := fs.String("peer-zk", "", "every member's ZooKeeper client address as id=host:port,... (shown by srvr/conf)")
+	peerZKElection := fs.String("peer-zk-election", "", "every member's ZooKeeper election address as id=host:port,..., only shown back in /zookeeper/config (Janus elects over the peer port); a zoo.cfg's server.N lines set it")
 	fs.StringVar(&cfg.AdvertiseEtcd, "advertise-etcd", "", "etcd client address this member advertises (default: its --peer-etcd entry, else --etcd-listen)")
 	fs.StringVar(&cfg.AdvertiseZK, "advertise-zk", "", "ZooKeeper client address this member advertises (default: its --peer-zk entry, else --zk-listen)")
 	fs.DurationVar(&cfg.ElectionTimeout, "election-timeout", time.Second, "how long without a leader (or, on the leader, without a quorum) before an election")
@@ -311,7 +313,7 @@ func parseConfig(args, environ []string, stderr io.Writer) (Config, error) {
 	for _, l := range []struct {
 		flag, value string
 		dst         *map[uint64]string
-	}{{"peers", *peers, &cfg.Peers}, {"observers", *observers, &cfg.Observers}, {"peer-etcd", *peerEtcd, &cfg.PeerEtcd}, {"peer-zk", *peerZK, &cfg.PeerZK}} {
+	}{{"peers", *peers, &cfg.Peers}, {"observers", *observers, &cfg.Observers}, {"peer-etcd", *peerEtcd, &cfg.PeerEtcd}, {"peer-zk", *peerZK, &cfg.PeerZK}, {"peer-zk-election", *peerZKElection, &cfg.PeerZKElection}} {
 		m, err := parsePeers(l.value)
 		if err != nil {
 			return cfg, fmt.Errorf("--%s: %w", l.flag, err)
@@ -434,7 +436,7 @@ func checkEnsemble(cfg Config) error {
 	if !voter && !observer {
 		return fmt.Errorf("--id %d is in neither --peers nor --observers", cfg.ID)
 	}
-	for flag, m := range map[string]map[uint64]string{"--peer-etcd": cfg.PeerEtcd, "--peer-zk": cfg.PeerZK} {
+	for flag, m := range map[string]map[uint64]string{"--peer-etcd": cfg.PeerEtcd, "--peer-zk": cfg.PeerZK, "--peer-zk-election": cfg.PeerZKElection} {
 		for id := range m {
 			_, v := cfg.Peers[id]
 			_, o := cfg.Observers[id]

@@ -174,7 +174,7 @@ func yamlScalar(v any) (string, error) {
 // zooCfgKeys maps zoo.cfg keys that have an equivalent to the flag they
 // set; zooCfgIgnored are keys Janus reads without acting on (say why in
 // the README). server.N, clientPort/clientPortAddress and dataDir's myid
-// are handled apart.
+// are handled apart, as is dynamicConfigFile, whose file holds server.N.
 var (
 	zooCfgKeys = map[string]string{
 		"dataDir":                        "data-dir",
@@ -198,7 +198,7 @@ var (
 		"dataLogDir": true, "initLimit": true, "preAllocSize": true, "snapCount": true,
 		"autopurge.snapRetainCount": true,
 		"admin.enableServer":        true, "admin.serverPort": true, "admin.serverAddress": true,
-		"standaloneEnabled": true, "dynamicConfigFile": true,
+		"standaloneEnabled":         true,
 		"metricsProvider.className": true, "metricsProvider.httpPort": true,
 		"quorumListenOnAllIPs": true, "electionAlg": true, "peerType": true,
 		"clientPortListenBacklog": true, "globalOutstandingLimit": true,
@@ -211,35 +211,48 @@ var (
 )
 
 // readZooCfg maps a ZooKeeper configuration file onto Janus's flags.
-// Ensemble lines (server.N=host:quorumPort:electionPort[:observer][;[clientHost:]clientPort])
-// become --peers, --observers and --peer-zk; myid in dataDir becomes --id;
-// syncLimit x tickTime becomes --election-timeout, as it is how long a
-// ZooKeeper follower waits for its leader.
+// Ensemble lines (server.N=host:quorumPort:electionPort[:observer][;[clientHost:]clientPort]),
+// in the file itself or in the one dynamicConfigFile names, become
+// --peers, --observers, --peer-zk and --peer-zk-election; myid in dataDir
+// becomes --id; syncLimit x tickTime becomes --election-timeout, as it is
+// how long a ZooKeeper follower waits for its leader. An ensemble with a
+// version (a version= line in zoo.cfg, or the hexadecimal suffix of the
+// dynamic file's name, as ZooKeeper names it) other than 0 is a running
+// one: a member whose data directory holds no state yet joins it
+// (--initial-cluster-state existing).
 func readZooCfg(path string) (values []fileValue, ignored []string, err error) {
-	b, err := os.ReadFile(path)
+	props, order, err := readProperties(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("zk config: %w", err)
+		return nil, nil, fmt.Errorf("zk config %s: %w", path, err)
 	}
-	props := map[string]string{}
-	var order []string
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for line := 1; sc.Scan(); line++ {
-		l := strings.TrimSpace(sc.Text())
-		if l == "" || l[0] == '#' || l[0] == '!' {
-			continue
+	if name := props["dynamicConfigFile"]; name != "" {
+		dynPath := dynamicConfigPath(path, name)
+		dyn, dynOrder, err := readProperties(dynPath)
+		if err != nil {
+			return nil, nil, fmt.Errorf("zk config %s: dynamicConfigFile: %w", path, err)
 		}
-		k, v, ok := strings.Cut(l, "=")
-		if !ok {
-			return nil, nil, fmt.Errorf("zk config %s: line %d: %q is not key=value", path, line, l)
+		for _, k := range order {
+			if isDynamicKey(k) {
+				// ZooKeeper refuses the same: the ensemble lives in one
+				// file, which its reconfig rewrites.
+				return nil, nil, fmt.Errorf("zk config %s: key %q: with dynamicConfigFile set it belongs in %s", path, k, dynPath)
+			}
 		}
-		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
-		if _, dup := props[k]; !dup {
+		for _, k := range dynOrder {
+			if k == "version" {
+				// ZooKeeper refuses it there: the version is in the name.
+				return nil, nil, fmt.Errorf("zk config %s: key %q: a dynamic file has its version in its name (zoo.cfg.dynamic.<hex>), not inside", dynPath, k)
+			}
+			if !isDynamicKey(k) {
+				return nil, nil, fmt.Errorf("zk config %s: unknown key %q", dynPath, k)
+			}
+			props[k] = dyn[k]
 			order = append(order, k)
 		}
-		props[k] = v
-	}
-	if err := sc.Err(); err != nil {
-		return nil, nil, fmt.Errorf("zk config %s: %w", path, err)
+		if v, ok := versionFromFilename(dynPath); ok {
+			props["version"] = v
+			order = append(order, "version")
+		}
 	}
 	add := func(key, flag, value string) { values = append(values, fileValue{key: key, flag: flag, value: value}) }
 
@@ -266,16 +279,25 @@ func readZooCfg(path string) (values []fileValue, ignored []string, err error) {
 		add("syncLimit", "election-timeout", (time.Duration(n) * tick).String())
 	}
 
-	var peers, observers, clients []string
+	var peers, observers, clients, elections []string
+	joining := false
 	for _, k := range order {
 		v := props[k]
 		switch {
+		case k == "version":
+			// The zxid, in hexadecimal, of the configuration the lines
+			// are: 0 for one never committed, as ZooKeeper reads it.
+			version, err := strconv.ParseUint(v, 16, 64)
+			if err != nil {
+				return nil, nil, fmt.Errorf("zk config %s: key %q: %q is not a hexadecimal zxid", path, k, v)
+			}
+			joining = version != 0
 		case strings.HasPrefix(k, "server."):
 			id, err := strconv.ParseUint(strings.TrimPrefix(k, "server."), 10, 64)
 			if err != nil || id == 0 {
 				return nil, nil, fmt.Errorf("zk config %s: key %q: the server id must be a positive number", path, k)
 			}
-			peer, observer, client, err := parseZooServer(v)
+			peer, election, observer, client, err := parseZooServer(v)
 			if err != nil {
 				return nil, nil, fmt.Errorf("zk config %s: key %q: %w", path, k, err)
 			}
@@ -287,6 +309,9 @@ func readZooCfg(path string) (values []fileValue, ignored []string, err error) {
 			}
 			if client != "" {
 				clients = append(clients, fmt.Sprintf("%d=%s", id, client))
+			}
+			if election != "" {
+				elections = append(elections, fmt.Sprintf("%d=%s", id, election))
 			}
 		case zooCfgKeys[k] != "":
 			value := v
@@ -306,7 +331,7 @@ func readZooCfg(path string) (values []fileValue, ignored []string, err error) {
 				add(k, "auto-compaction-mode", "periodic")
 				add(k, "auto-compaction-retention", fmt.Sprintf("%dh", n))
 			}
-		case k == "clientPort" || k == "clientPortAddress" || k == "syncLimit":
+		case k == "clientPort" || k == "clientPortAddress" || k == "syncLimit" || k == "dynamicConfigFile":
 		case k == "sessionRequireClientSASLAuth" || k == "enforce.auth.enabled" || k == "enforce.auth.schemes":
 			// Read together below.
 		case zooCfgIgnored[k] || slices.ContainsFunc(zooCfgIgnoredPrefixes, func(p string) bool { return strings.HasPrefix(k, p) }):
@@ -342,6 +367,9 @@ func readZooCfg(path string) (values []fileValue, ignored []string, err error) {
 		if len(clients) > 0 {
 			add("server.N", "peer-zk", strings.Join(clients, ","))
 		}
+		if len(elections) > 0 {
+			add("server.N", "peer-zk-election", strings.Join(elections, ","))
+		}
 		// A ZooKeeper ensemble member learns its id from dataDir/myid.
 		if dir := props["dataDir"]; dir != "" {
 			myid, err := os.ReadFile(filepath.Join(dir, "myid"))
@@ -353,36 +381,142 @@ func readZooCfg(path string) (values []fileValue, ignored []string, err error) {
 				add("myid", "id", strings.TrimSpace(string(myid)))
 			}
 		}
+		if joining {
+			fresh, err := holdsNoState(props["dataDir"])
+			if err != nil {
+				return nil, nil, fmt.Errorf("zk config %s: %w", path, err)
+			}
+			if fresh {
+				add("version", "initial-cluster-state", "existing")
+			}
+		}
 	}
 	return values, ignored, nil
 }
 
+// readProperties reads a Java properties file of key=value lines, as
+// ZooKeeper does: the keys in the order first seen, the last value of
+// each.
+func readProperties(path string) (props map[string]string, order []string, err error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	props = map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for line := 1; sc.Scan(); line++ {
+		l := strings.TrimSpace(sc.Text())
+		if l == "" || l[0] == '#' || l[0] == '!' {
+			continue
+		}
+		k, v, ok := strings.Cut(l, "=")
+		if !ok {
+			return nil, nil, fmt.Errorf("line %d: %q is not key=value", line, l)
+		}
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if _, dup := props[k]; !dup {
+			order = append(order, k)
+		}
+		props[k] = v
+	}
+	if err := sc.Err(); err != nil {
+		return nil, nil, err
+	}
+	return props, order, nil
+}
+
+// isDynamicKey reports whether a zoo.cfg key describes the ensemble, which
+// ZooKeeper 3.5+ keeps in the dynamic configuration file.
+func isDynamicKey(k string) bool {
+	return k == "version" || strings.HasPrefix(k, "server.") || strings.HasPrefix(k, "group.") || strings.HasPrefix(k, "weight.")
+}
+
+// versionFromFilename reads a dynamic file's version as ZooKeeper does:
+// the part of its name after the last dot, if that is hexadecimal
+// (zoo.cfg.dynamic.100000000).
+func versionFromFilename(path string) (string, bool) {
+	name := filepath.Base(path)
+	i := strings.LastIndexByte(name, '.')
+	if i < 0 {
+		return "", false
+	}
+	if _, err := strconv.ParseUint(name[i+1:], 16, 64); err != nil {
+		return "", false
+	}
+	return name[i+1:], true
+}
+
+// dynamicConfigPath locates the file dynamicConfigFile names. ZooKeeper
+// opens a relative name from its working directory, and writes the name
+// after the path it was given for zoo.cfg (zkServer.sh gives an absolute
+// one); a relative name not found there is looked up next to zoo.cfg,
+// where ZooKeeper writes the file.
+func dynamicConfigPath(zooCfg, name string) string {
+	if filepath.IsAbs(name) {
+		return name
+	}
+	if _, err := os.Stat(name); err == nil {
+		return name
+	}
+	return filepath.Join(filepath.Dir(zooCfg), name)
+}
+
+// holdsNoState reports whether dataDir has no Janus state yet: no zab log
+// (a ZooKeeper dataDir holds myid, and maybe ZooKeeper's own files, which
+// Janus does not read).
+func holdsNoState(dataDir string) (bool, error) {
+	if dataDir == "" {
+		return true, nil
+	}
+	des, err := os.ReadDir(filepath.Join(dataDir, "log"))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("data dir: %w", err)
+	}
+	return len(des) == 0, nil
+}
+
 // parseZooServer reads a server.N value:
 // host:quorumPort[:electionPort][:participant|observer][;[clientHost:]clientPort].
-// Janus uses one peer port, the quorum one.
-func parseZooServer(v string) (peer string, observer bool, client string, err error) {
+// Janus uses one peer port, the quorum one; the election address is only
+// shown back in /zookeeper/config.
+func parseZooServer(v string) (peer, election string, observer bool, client string, err error) {
 	addrs, clientPart, _ := strings.Cut(v, ";")
 	parts := strings.Split(addrs, ":")
 	if len(parts) < 2 {
-		return "", false, "", fmt.Errorf("%q is not host:quorumPort:electionPort", v)
+		return "", "", false, "", fmt.Errorf("%q is not host:quorumPort:electionPort", v)
 	}
 	if last := parts[len(parts)-1]; last == "observer" || last == "participant" {
 		observer = last == "observer"
 		parts = parts[:len(parts)-1]
 	}
+	if len(parts) > 3 {
+		return "", "", false, "", fmt.Errorf("%q is not host:quorumPort:electionPort[:participant|observer]", v)
+	}
 	if _, err := strconv.ParseUint(parts[1], 10, 16); err != nil {
-		return "", false, "", fmt.Errorf("%q: quorum port %q is not a port", v, parts[1])
+		return "", "", false, "", fmt.Errorf("%q: quorum port %q is not a port", v, parts[1])
 	}
 	peer = net.JoinHostPort(parts[0], parts[1])
+	if len(parts) == 3 {
+		if _, err := strconv.ParseUint(parts[2], 10, 16); err != nil {
+			return "", "", false, "", fmt.Errorf("%q: election port %q is not a port", v, parts[2])
+		}
+		election = net.JoinHostPort(parts[0], parts[2])
+	}
 	if clientPart != "" {
 		host, port, found := strings.Cut(clientPart, ":")
 		if !found {
 			host, port = parts[0], clientPart
+		}
+		if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+			return "", "", false, "", fmt.Errorf("%q: client port %q is not a port", v, port)
 		}
 		if host == "0.0.0.0" {
 			host = parts[0]
 		}
 		client = net.JoinHostPort(host, port)
 	}
-	return peer, observer, client, nil
+	return peer, election, observer, client, nil
 }

@@ -279,3 +279,126 @@ func TestJSONLogsParse(t *testing.T) {
 		}
 	}
 }
+
+// TestZooCfgDynamicFile reads the ensemble as ZooKeeper 3.5+ writes it:
+// server.N lines (with election port, role and client part) inline or in
+// the file dynamicConfigFile names, and a version (a version= line inline,
+// the hexadecimal suffix of the dynamic file's name) that makes a member
+// with no state yet join the running ensemble.
+func TestZooCfgDynamicFile(t *testing.T) {
+	const servers = "server.1=127.0.0.1:2888:3888:participant;127.0.0.1:2181\n" +
+		"server.2=127.0.0.2:2888:3888;2182\n" +
+		"server.3=127.0.0.3:2888:3888:observer;0.0.0.0:2183\n"
+	wantPeers := map[uint64]string{1: "127.0.0.1:2888", 2: "127.0.0.2:2888"}
+	wantObservers := map[uint64]string{3: "127.0.0.3:2888"}
+	wantZK := map[uint64]string{1: "127.0.0.1:2181", 2: "127.0.0.2:2182", 3: "127.0.0.3:2183"}
+	wantElection := map[uint64]string{1: "127.0.0.1:3888", 2: "127.0.0.2:3888", 3: "127.0.0.3:3888"}
+
+	// stateDir is a data directory holding Janus state (a zab log).
+	stateDir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(stateDir, "log"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(stateDir, "log", "00000001.seg"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name     string
+		dataDir  string // "" for a fresh one
+		zooCfg   string // %s is the data dir
+		dynName  string // the dynamic file's name, next to zoo.cfg
+		dynamic  string // its content
+		wantJoin bool
+	}{
+		{name: "inline lines", zooCfg: "dataDir=%s\n" + servers},
+		{name: "inline lines with version", zooCfg: "dataDir=%s\n" + servers + "version=100000000\n", wantJoin: true},
+		{name: "inline lines with version 0", zooCfg: "dataDir=%s\n" + servers + "version=0\n"},
+		{name: "dynamic file without version", zooCfg: "dataDir=%s\ndynamicConfigFile=zoo.cfg.dynamic\n", dynName: "zoo.cfg.dynamic", dynamic: servers},
+		{name: "dynamic file with version 0", zooCfg: "dataDir=%s\ndynamicConfigFile=zoo.cfg.dynamic.0\n", dynName: "zoo.cfg.dynamic.0", dynamic: servers},
+		{name: "dynamic file with version, fresh data dir", zooCfg: "dataDir=%s\ndynamicConfigFile=zoo.cfg.dynamic.100000007\n", dynName: "zoo.cfg.dynamic.100000007", dynamic: servers, wantJoin: true},
+		{name: "dynamic file with version, data dir with state", dataDir: stateDir, zooCfg: "dataDir=%s\ndynamicConfigFile=zoo.cfg.dynamic.100000007\n", dynName: "zoo.cfg.dynamic.100000007", dynamic: servers},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			dataDir := c.dataDir
+			if dataDir == "" {
+				dataDir = t.TempDir()
+			}
+			if err := os.WriteFile(filepath.Join(dataDir, "myid"), []byte("2\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			zooCfg := filepath.Join(dir, "zoo.cfg")
+			if err := os.WriteFile(zooCfg, []byte(fmt.Sprintf(c.zooCfg, dataDir)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if c.dynName != "" {
+				if err := os.WriteFile(filepath.Join(dir, c.dynName), []byte(c.dynamic), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cfg, err := parseConfig([]string{"--zk-config", zooCfg}, nil, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range []struct {
+				what      string
+				got, want any
+			}{
+				{"id from myid", cfg.ID, uint64(2)},
+				{"peers", cfg.Peers, wantPeers},
+				{"observers", cfg.Observers, wantObservers},
+				{"zk client addresses", cfg.PeerZK, wantZK},
+				{"election addresses", cfg.PeerZKElection, wantElection},
+				{"joins", cfg.Join, c.wantJoin},
+			} {
+				if fmt.Sprint(f.got) != fmt.Sprint(f.want) {
+					t.Errorf("%s: got %v, want %v", f.what, f.got, f.want)
+				}
+			}
+		})
+	}
+}
+
+// TestZooCfgDynamicFileRefusals: what ZooKeeper refuses in the ensemble
+// lines stops Janus with one line naming the file and the key.
+func TestZooCfgDynamicFileRefusals(t *testing.T) {
+	for _, c := range []struct {
+		name, zooCfg, dynamic string
+		want                  []string
+	}{
+		{"server line in zoo.cfg too", "dynamicConfigFile=zoo.cfg.dynamic\nserver.1=127.0.0.1:2888:3888\n", "server.2=127.0.0.2:2888:3888\n", []string{"zoo.cfg", `"server.1"`}},
+		{"missing dynamic file", "dynamicConfigFile=nowhere.dynamic\n", "", []string{"zoo.cfg", "dynamicConfigFile"}},
+		{"other key in the dynamic file", "dynamicConfigFile=zoo.cfg.dynamic\n", "server.1=127.0.0.1:2888:3888\ntickTime=10\n", []string{"zoo.cfg.dynamic", `"tickTime"`}},
+		{"version inside the dynamic file", "dynamicConfigFile=zoo.cfg.dynamic\n", "server.1=127.0.0.1:2888:3888\nversion=100000000\n", []string{"zoo.cfg.dynamic", `"version"`}},
+		{"inline version not hex", "server.1=127.0.0.1:2888:3888\nversion=zz\n", "", []string{"zoo.cfg", `"version"`}},
+		{"bad election port", "server.1=127.0.0.1:2888:x\n", "", []string{"zoo.cfg", `"server.1"`, "election port"}},
+		{"bad client port", "server.1=127.0.0.1:2888:3888;host:x\n", "", []string{"zoo.cfg", `"server.1"`, "client port"}},
+		{"too many parts", "server.1=127.0.0.1:2888:3888:4888\n", "", []string{"zoo.cfg", `"server.1"`}},
+		{"hierarchical quorum", "dynamicConfigFile=zoo.cfg.dynamic\n", "server.1=127.0.0.1:2888:3888\ngroup.1=1\n", []string{"zoo.cfg", `"group.1"`}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			zooCfg := filepath.Join(dir, "zoo.cfg")
+			if err := os.WriteFile(zooCfg, []byte(c.zooCfg), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if c.dynamic != "" {
+				if err := os.WriteFile(filepath.Join(dir, "zoo.cfg.dynamic"), []byte(c.dynamic), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err := parseConfig([]string{"--zk-config", zooCfg}, nil, io.Discard)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%q does not name %s", err, w)
+				}
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("error spans several lines: %q", err)
+			}
+		})
+	}
+}

@@ -192,6 +192,11 @@ func startNode(cfg Config, logger *slog.Logger) (n *node, err error) {
 		c.ZKAddr = a
 		clients[id] = c
 	}
+	for id, a := range cfg.PeerZKElection {
+		c := clients[id]
+		c.ZKElectionAddr = a
+		clients[id] = c
+	}
 	tokens, err := etcdapi.NewTokenProvider(cfg.AuthToken, cfg.AuthTokenTTL)
 	if err != nil {
 		return nil, fmt.Errorf("--auth-token: %w", err)

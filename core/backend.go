@@ -160,6 +160,9 @@ type Cluster struct {
 	// Version is the zxid of the log entry that carries the
 	// configuration; 0 for the one the ensemble started with.
 	Version uint64
+	// Time is when that entry was accepted, by the leader's clock (unix
+	// milliseconds, the same on every member); 0 for the starting one.
+	Time int64
 	// Members are sorted by ID, voters and observers alike; IsLeader is
 	// set from the answering member's view.
 	Members []ClusterMember

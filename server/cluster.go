@@ -88,7 +88,7 @@ func (m *Member) clusterOf(active zab.Membership, leader uint64) core.Cluster {
 		slices.SortFunc(c.Members, func(a, b core.ClusterMember) int { return cmpID(a.ID, b.ID) })
 		return c
 	}
-	c := core.Cluster{Version: active.Version, LastID: active.LastID}
+	c := core.Cluster{Version: active.Version, Time: active.Time, LastID: active.LastID}
 	for _, group := range []struct {
 		ids      []uint64
 		observer bool
@@ -217,6 +217,11 @@ func (m *Member) ChangeCluster(ctx context.Context, version uint64, members []co
 	}
 	if err := m.awaitActive(ctx, next.Version); err != nil {
 		return core.Cluster{}, err
+	}
+	// The leader's answer leaves the entry's time out (the call's wire
+	// form predates it); this member has applied that entry itself.
+	if active, _ := m.zab.Membership(); active.Version == next.Version {
+		next.Time = active.Time
 	}
 	leader := m.Status().LeaderID
 	for i := range next.Members {

@@ -52,6 +52,11 @@ func testChangeCluster(t *testing.T, via *Member) {
 		if err != nil || shown.Version != next.Version {
 			t.Fatalf("round %d: the follower shows version %x (%v), the change committed %x", round, shown.Version, err, next.Version)
 		}
+		// The entry's time, the leader's clock when it accepted the
+		// change, is what /zookeeper/config shows as mtime.
+		if next.Time == 0 || shown.Time != next.Time || next.Time < cur.Time {
+			t.Errorf("round %d: configuration time %d, shown %d, before %d", round, next.Time, shown.Time, cur.Time)
+		}
 		if st := via.Status(); len(st.Members) != 4 {
 			t.Errorf("round %d: Status lists %d members, want 4", round, len(st.Members))
 		}

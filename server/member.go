@@ -132,6 +132,9 @@ type MemberConfig struct {
 type ClientAddrs struct {
 	EtcdURL string // e.g. http://127.0.0.1:2379
 	ZKAddr  string // host:port
+	// ZKElectionAddr is a zoo.cfg's election address (host:port), which
+	// Janus only shows back in /zookeeper/config.
+	ZKElectionAddr string
 }
 
 // Member is one running Janus server's replicated state: a core.Backend.
@@ -719,7 +722,7 @@ func (m *Member) members(leader uint64) []core.ClusterMember {
 			}
 			out = append(out, core.ClusterMember{
 				ID: id, Name: fmt.Sprintf("janus-%d", id), PeerURL: "http://" + group.addrs[id],
-				EtcdURL: c.EtcdURL, ZKAddr: c.ZKAddr, IsLeader: id == leader, IsObserver: group.observer,
+				EtcdURL: c.EtcdURL, ZKAddr: c.ZKAddr, ZKElectionAddr: c.ZKElectionAddr, IsLeader: id == leader, IsObserver: group.observer,
 			})
 			if id == m.cfg.ID {
 				out[len(out)-1].Name = m.cfg.Name

@@ -41,7 +41,12 @@ type Membership struct {
 	// with.
 	Version uint64
 	// Index is the index of that entry; 0 for the starting configuration.
-	Index     uint64
+	Index uint64
+	// Time is that entry's Time: the leader's clock (unix milliseconds)
+	// when it accepted the change, the same on every member; 0 for the
+	// starting configuration. ZooKeeper shows it as /zookeeper/config's
+	// mtime.
+	Time      int64
 	Voters    []uint64 // sorted, at least one
 	Observers []uint64 // sorted, none of them a voter
 	// Addrs is every member's peer address (voters and observers), by ID.
@@ -136,8 +141,8 @@ func (m *Membership) String() string {
 // EncodeMembership returns the Data of an EntryMembership entry for m: the
 // voters, then the observers, each as a count and IDs (uvarints); then
 // LastID; then for each member in that order its address and its Meta,
-// each as a length and bytes. Version and Index are not in it: they are
-// the entry's zxid and index.
+// each as a length and bytes. Version, Index and Time are not in it: they
+// are the entry's zxid, index and time.
 func EncodeMembership(m Membership) []byte {
 	var b []byte
 	for _, ids := range [][]uint64{m.Voters, m.Observers} {
@@ -162,7 +167,7 @@ func membershipOf(e Entry) (Membership, error) {
 	if err != nil {
 		return Membership{}, fmt.Errorf("zab: membership entry %d: %w", e.Index, err)
 	}
-	m.Version, m.Index = e.Zxid, e.Index
+	m.Version, m.Index, m.Time = e.Zxid, e.Index, e.Time
 	return m, nil
 }
 

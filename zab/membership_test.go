@@ -1,6 +1,8 @@
 package zab
 
 import (
+	"encoding/binary"
+	"hash/crc32"
 	"reflect"
 	"slices"
 	"strings"
@@ -86,13 +88,27 @@ func TestMembershipEncoding(t *testing.T) {
 	m.Addrs = map[uint64]string{1: "a:1", 2: "b:2", 3: "c:3", 7: "d:4"}
 	m.Meta = map[uint64][]byte{2: []byte("name=two"), 7: {0, 1}}
 	data := EncodeMembership(m)
-	got, err := membershipOf(Entry{Index: 5, Zxid: MakeZxid(2, 1), Kind: EntryMembership, Data: data})
+	got, err := membershipOf(Entry{Index: 5, Zxid: MakeZxid(2, 1), Time: 1_764_662_400_123, Kind: EntryMembership, Data: data})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.Version, m.Index = MakeZxid(2, 1), 5
+	m.Version, m.Index, m.Time = MakeZxid(2, 1), 5, 1_764_662_400_123
 	if !reflect.DeepEqual(got, m) {
 		t.Fatalf("decoded %+v, want %+v", got, m)
+	}
+	// The membership file keeps the entry's own fields beside its data,
+	// and still reads a file from before it kept the time.
+	file, err := decodeMembershipFile(encodeMembershipFile(m))
+	if err != nil || !reflect.DeepEqual(file, m) {
+		t.Fatalf("membership file: decoded %+v (%v), want %+v", file, err, m)
+	}
+	old := append([]byte(membershipMagicNoTime), encodeMembershipFile(m)[4:20]...)
+	old = append(old, data...)
+	old = binary.LittleEndian.AppendUint32(old, crc32.Checksum(old, crcTable))
+	noTime := m
+	noTime.Time = 0
+	if file, err := decodeMembershipFile(old); err != nil || !reflect.DeepEqual(file, noTime) {
+		t.Fatalf("membership file without time: decoded %+v (%v), want %+v", file, err, noTime)
 	}
 	for n := range len(data) {
 		if _, err := membershipOf(Entry{Index: 5, Data: data[:n]}); err == nil {

@@ -122,8 +122,8 @@ type Envelope struct {
 //
 // Version 2 adds, for each entry, its kind (a uvarint after ReqID), and
 // after the entries the configuration: a uvarint 0 for none, or 1 followed
-// by its version, its index (uvarints) and EncodeMembership's bytes
-// (length-prefixed). A version-1 binary refuses a version-2 message as
+// by its version, its index (uvarints), EncodeMembership's bytes
+// (length-prefixed) and its time (a varint). A version-1 binary refuses a version-2 message as
 // malformed, so a message is encoded in version 1 unless it carries what
 // only version 2 can (an entry that is not a state machine payload, or a
 // configuration other than the starting one): until the first membership
@@ -182,6 +182,7 @@ func AppendMessage(dst []byte, m *Message) []byte {
 		data := EncodeMembership(*conf)
 		dst = binary.AppendUvarint(dst, uint64(len(data)))
 		dst = append(dst, data...)
+		dst = binary.AppendVarint(dst, conf.Time)
 	}
 	return dst
 }
@@ -302,6 +303,7 @@ func (d *decoder) membership() *Membership {
 	}
 	version, index := d.uvarint(), d.uvarint()
 	data := d.bytes()
+	time := d.varint()
 	if d.err != nil {
 		return nil
 	}
@@ -310,7 +312,7 @@ func (d *decoder) membership() *Membership {
 		d.fail(fmt.Sprintf("configuration version %s at index %d", FormatZxid(version), index))
 		return nil
 	}
-	m, err := membershipOf(Entry{Index: index, Zxid: version, Kind: EntryMembership, Data: data})
+	m, err := membershipOf(Entry{Index: index, Zxid: version, Time: time, Kind: EntryMembership, Data: data})
 	if err != nil {
 		d.fail(err.Error())
 		return nil

@@ -17,7 +17,7 @@ func sampleConf(t testing.TB) *Membership {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.Version, m.Index = MakeZxid(3, 7), 40
+	m.Version, m.Index, m.Time = MakeZxid(3, 7), 40, 1_764_662_400_123
 	return &m
 }
 

@@ -80,21 +80,33 @@ func writeEpochs(dir string, e Epochs) error {
 // peers (version 0).
 const membershipFileName = "membership"
 
-const membershipMagic = "JZMB"
+// membershipMagic leads the file; membershipMagicNoTime led it before
+// the file kept the entry's time, and is still read (time 0).
+const (
+	membershipMagic       = "JZM2"
+	membershipMagicNoTime = "JZMB"
+)
 
-// encodeMembershipFile is the magic, the configuration's version and
-// index, its entry encoding (EncodeMembership) and a checksum of all that.
+// encodeMembershipFile is the magic, the configuration's version, index
+// and time, its entry encoding (EncodeMembership) and a checksum of all
+// that.
 func encodeMembershipFile(m Membership) []byte {
 	b := append([]byte(nil), membershipMagic...)
 	b = binary.LittleEndian.AppendUint64(b, m.Version)
 	b = binary.LittleEndian.AppendUint64(b, m.Index)
+	b = binary.LittleEndian.AppendUint64(b, uint64(m.Time))
 	b = append(b, EncodeMembership(m)...)
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, crcTable))
 }
 
 func decodeMembershipFile(b []byte) (Membership, error) {
-	const head = 4 + 8 + 8
-	if len(b) < head+4 || string(b[:4]) != membershipMagic {
+	head := 4 + 8 + 8
+	if len(b) >= 4 && string(b[:4]) == membershipMagic {
+		head += 8
+	} else if len(b) < 4 || string(b[:4]) != membershipMagicNoTime {
+		return Membership{}, errors.New("not a membership file")
+	}
+	if len(b) < head+4 {
 		return Membership{}, errors.New("not a membership file")
 	}
 	body, sum := b[:len(b)-4], binary.LittleEndian.Uint32(b[len(b)-4:])
@@ -106,6 +118,9 @@ func decodeMembershipFile(b []byte) (Membership, error) {
 		return Membership{}, err
 	}
 	m.Version, m.Index = binary.LittleEndian.Uint64(b[4:]), binary.LittleEndian.Uint64(b[12:])
+	if head > 20 {
+		m.Time = int64(binary.LittleEndian.Uint64(b[20:]))
+	}
 	return m, nil
 }
 

@@ -97,9 +97,10 @@ func delimitedHost(h string) string {
 }
 
 // configStat is the Stat ZooKeeper shows for /zookeeper/config: written by
-// each reconfig's setData with version -1, never created (czxid 0).
+// each reconfig's setData with version -1, never created (czxid 0), last
+// modified when the configuration's entry was accepted.
 func configStat(cl core.Cluster, data []byte) jute.Stat {
-	return jute.Stat{Mzxid: int64(cl.Version), Version: -1, Aversion: -1, DataLength: int32(len(data))}
+	return jute.Stat{Mzxid: int64(cl.Version), Mtime: cl.Time, Version: -1, Aversion: -1, DataLength: int32(len(data))}
 }
 
 // errReconfigArgs is a reconfig request ZooKeeper answers with

@@ -21,7 +21,7 @@ func threeMembers() core.Cluster {
 
 func TestConfigData(t *testing.T) {
 	cl := threeMembers()
-	cl.Version = 0x100000007
+	cl.Version, cl.Time = 0x100000007, 1_764_662_400_123
 	cl.Members[1].ZKElectionAddr = "127.0.0.1:3889"
 	cl.Members = append(cl.Members, core.ClusterMember{ID: 4, PeerURL: "http://[::1]:2891", ZKAddr: "[::1]:2184"})
 	want := "server.1=127.0.0.1:2888:0:participant;127.0.0.1:2181\n" +
@@ -34,7 +34,7 @@ func TestConfigData(t *testing.T) {
 		t.Fatalf("configData:\n%s\nwant:\n%s", data, want)
 	}
 	st := configStat(cl, data)
-	if st.Mzxid != 0x100000007 || st.Czxid != 0 || st.Version != -1 || st.Aversion != -1 || st.DataLength != int32(len(want)) {
+	if st.Mzxid != 0x100000007 || st.Mtime != 1_764_662_400_123 || st.Czxid != 0 || st.Version != -1 || st.Aversion != -1 || st.DataLength != int32(len(want)) {
 		t.Fatalf("configStat = %+v", st)
 	}
 }

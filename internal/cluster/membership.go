@@ -6,7 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -59,6 +61,60 @@ func (c *Cluster) Join(n *Node, id uint64, idFlag string, voters, observers []*N
 	if len(observers) > 0 {
 		n.ensemble = append(n.ensemble, "--observers", list(observers, func(m *Node) string { return m.PeerAddr }))
 	}
+	c.Nodes = append(c.Nodes, n)
+	if err := c.spawn(n); err != nil {
+		return -1, err
+	}
+	return len(c.Nodes) - 1, c.waitReady(n)
+}
+
+// JoinZooCfg starts n as ZooKeeper's procedure starts a new server: from a
+// zoo.cfg whose dynamicConfigFile holds the running ensemble's lines (what
+// zkCli.sh config prints, given here as config) plus n's own server line,
+// the file named after the configuration's version as ZooKeeper names it
+// (zoo.cfg.dynamic.<version>), with myid in its dataDir and no other
+// state. Janus then joins as --initial-cluster-state existing would. It waits until n
+// answers /health; n becomes the last of c.Nodes and JoinZooCfg returns
+// its index.
+func (c *Cluster) JoinZooCfg(n *Node, id uint64, config string, observer bool) (int, error) {
+	n.ID = id
+	role := "participant"
+	if observer {
+		role = "observer"
+	}
+	// The election port is never dialled: Janus elects over the peer port.
+	self := fmt.Sprintf("server.%d=%s:3888:%s;%s", id, n.PeerAddr, role, n.ZKAddr)
+	lines := []string{self}
+	version := ""
+	for _, l := range strings.Split(strings.TrimSpace(config), "\n") {
+		if v, ok := strings.CutPrefix(l, "version="); ok {
+			version = v
+			continue
+		}
+		lines = append(lines, l)
+	}
+	if version == "" {
+		return -1, fmt.Errorf("cluster: configuration without version=: %q", config)
+	}
+	dynName := "zoo.cfg.dynamic." + version
+	dir := n.DataDir + "-conf"
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return -1, fmt.Errorf("cluster: zoo.cfg dir: %w", err)
+	}
+	if err := os.MkdirAll(n.DataDir, 0o755); err != nil {
+		return -1, fmt.Errorf("cluster: data dir: %w", err)
+	}
+	files := map[string]string{
+		filepath.Join(n.DataDir, "myid"): fmt.Sprintf("%d\n", id),
+		filepath.Join(dir, dynName):      strings.Join(lines, "\n") + "\n",
+		filepath.Join(dir, "zoo.cfg"):    fmt.Sprintf("dataDir=%s\ndynamicConfigFile=%s\n", n.DataDir, filepath.Join(dir, dynName)),
+	}
+	for path, content := range files {
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			return -1, fmt.Errorf("cluster: %w", err)
+		}
+	}
+	n.ensemble = []string{"--zk-config", filepath.Join(dir, "zoo.cfg")}
 	c.Nodes = append(c.Nodes, n)
 	if err := c.spawn(n); err != nil {
 		return -1, err

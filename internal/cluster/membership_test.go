@@ -567,21 +567,35 @@ func (r *membershipRun) restartStale(i int, voters, learners []int) {
 // startedWith returns the configuration the last start in a node's log
 // began with (zab's "zab member started" record).
 func startedWith(logPath string) string {
-	b, err := os.ReadFile(logPath)
-	if err != nil {
+	starts := zabStarts(logPath)
+	if len(starts) == 0 {
 		return ""
 	}
-	got := ""
+	return starts[len(starts)-1].Membership
+}
+
+// zabStart is zab's "zab member started" record: the configuration a
+// start began with and whether the member was joining a running ensemble.
+type zabStart struct {
+	Msg        string `json:"msg"`
+	Membership string `json:"membership"`
+	Joining    bool   `json:"joining"`
+}
+
+// zabStarts returns every start recorded in a node's log, in order.
+func zabStarts(logPath string) []zabStart {
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		return nil
+	}
+	var out []zabStart
 	for _, l := range strings.Split(string(b), "\n") {
-		var rec struct {
-			Msg        string `json:"msg"`
-			Membership string `json:"membership"`
-		}
+		var rec zabStart
 		if json.Unmarshal([]byte(l), &rec) == nil && rec.Msg == "zab member started" {
-			got = rec.Membership
+			out = append(out, rec)
 		}
 	}
-	return got
+	return out
 }
 
 // TestClusterReplaceKilledMember replaces a member lost with its disk:
@@ -674,6 +688,61 @@ func TestClusterReplaceKilledMemberZooKeeper(t *testing.T) {
 	r.zkReconfig("-add " + strings.Replace(observer, ":observer;", ":participant;", 1))
 	r.expectMembers([]int{0, 1, i}, nil)
 	r.settle("a fresh member added as an observer, started, made a participant", before)
+	r.finish()
+}
+
+// TestClusterReplaceKilledMemberZooKeeperFiles replaces a killed member
+// as ZooKeeper's own procedure does, under load: zkCli.sh reconfig
+// -remove, then a new server started from a zoo.cfg whose dynamic file
+// is the running ensemble's configuration (zkCli.sh config, with its
+// version= line) plus its own line, and only then reconfig -add, first as
+// an observer, then as a participant. The new server, with no state,
+// joins as --initial-cluster-state existing makes it.
+func TestClusterReplaceKilledMemberZooKeeperFiles(t *testing.T) {
+	const password = "membership-super"
+	sum := sha1.Sum([]byte("super:" + password))
+	digest := "super:" + base64.StdEncoding.EncodeToString(sum[:])
+	r := startMembershipRun(t, membershipOptions{clients: 3, joins: true, args: []string{"--zk-reconfig-enabled", "--zk-super-digest", digest}})
+	super := zkConn(t, r.c.ZKServers()[:2])
+	if err := super.AddAuth("digest", []byte("super:"+password)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := super.SetACL("/zookeeper/config", zk.WorldACL(zk.PermAll), -1); err != nil {
+		t.Fatalf("grant WRITE on /zookeeper/config: %v", err)
+	}
+
+	before := r.res.Acks()
+	r.c.Kill(2)
+	r.settle("SIGKILL of node 3", before)
+
+	before = r.res.Acks()
+	r.zkReconfig("-remove 3")
+	r.expectMembers([]int{0, 1}, nil)
+	r.settle("reconfig -remove 3", before)
+
+	before = r.res.Acks()
+	config, stat, err := super.Get("/zookeeper/config")
+	if err != nil {
+		t.Fatalf("get /zookeeper/config: %v", err)
+	}
+	if !strings.Contains(string(config), "\nversion=") || stat.Mtime == 0 {
+		t.Fatalf("/zookeeper/config after a reconfig: %q, mtime %d", config, stat.Mtime)
+	}
+	n := r.c.NewNode()
+	i, err := r.c.JoinZooCfg(n, 4, string(config), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if starts := zabStarts(n.LogPath); len(starts) == 0 || !starts[0].Joining {
+		t.Fatalf("node 4, started from a running ensemble's dynamic file on an empty data dir, did not start joining: %+v", starts)
+	}
+	observer := fmt.Sprintf("server.4=%s:3888:observer;%s", n.PeerAddr, n.ZKAddr)
+	r.zkReconfig("-add " + observer)
+	r.caughtUp(i)
+	r.expectMembers([]int{0, 1}, []int{i})
+	r.zkReconfig("-add " + strings.Replace(observer, ":observer;", ":participant;", 1))
+	r.expectMembers([]int{0, 1, i}, nil)
+	r.settle("a fresh member started from zoo.cfg and a dynamic file, added as an observer, made a participant", before)
 	r.finish()
 }
 

@@ -18,12 +18,16 @@ password = sys.argv[6]
 ports = [int(p) for p in sys.argv[7:22]]
 names = {leader: "L", conn: "C", other: "F"}
 last_version = [None]
+last_mtime = [None]
 
 
 def norm(data, stat):
     """The configuration with the ensemble's own members named by role
     (their addresses differ between the two runs), sorted, and checks of
-    its stat."""
+    its stat. The mtime is compared with the last read's, never with a
+    clock: the same while the version is, set and not earlier once it
+    advanced (the configuration an ensemble started with is left out:
+    ZooKeeper shows when it wrote it, Janus 0)."""
     lines = []
     version = None
     for line in data.decode().split("\n"):
@@ -42,8 +46,14 @@ def norm(data, stat):
                and stat.numChildren == 0 and stat.pzxid == 0 and stat.ctime == 0
                and stat.ephemeralOwner == 0 and stat.cversion == 0)
     advanced = last_version[0] is None or version > last_version[0]
-    last_version[0] = version
-    return "%s stat_ok=%s advanced=%s" % (" ".join(sorted(lines)), stat_ok, advanced)
+    if last_version[0] is None:
+        mtime = "first"
+    elif version == last_version[0]:
+        mtime = "same" if stat.mtime == last_mtime[0] else "changed"
+    else:
+        mtime = "later" if stat.mtime > 0 and stat.mtime >= last_mtime[0] else "not-later"
+    last_version[0], last_mtime[0] = version, stat.mtime
+    return "%s stat_ok=%s advanced=%s mtime=%s" % (" ".join(sorted(lines)), stat_ok, advanced, mtime)
 
 
 def step(name, f):
