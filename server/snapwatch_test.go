@@ -124,6 +124,16 @@ func TestWatchesAcrossASyncBySnapshot(t *testing.T) {
 	if _, err := cli.Get(ctx, "/w", clientv3.WithRev(before)); !errors.Is(err, rpctypes.ErrCompacted) {
 		t.Fatalf("a read at %d after the snapshot: %v, want ErrCompacted", before, err)
 	}
+	// A Txn that writes and reads there is refused whole, before it is
+	// ordered: the other members can read that revision, so Apply would
+	// run its writes and only this member's answer would fail.
+	_, err = cli.Txn(ctx).Then(clientv3.OpPut("/txn", "x"), clientv3.OpGet("/w", clientv3.WithRev(before))).Commit()
+	if !errors.Is(err, rpctypes.ErrCompacted) {
+		t.Fatalf("a Txn reading at %d after the snapshot: %v, want ErrCompacted", before, err)
+	}
+	if got, err := cli.Get(ctx, "/txn"); err != nil || len(got.Kvs) != 0 {
+		t.Fatalf("the refused Txn wrote: %v %v", got, err)
+	}
 	hash, err := cli.HashKV(ctx, faces.etcdAddr, 0)
 	if err != nil || hash.CompactRevision != first {
 		t.Fatalf("HashKV compact revision %d (%v), want %d", hash.CompactRevision, err, first)
