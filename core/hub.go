@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 )
 
@@ -24,6 +25,11 @@ type History interface {
 
 // ErrHubClosed ends subscriptions when the member stops.
 var ErrHubClosed = errors.New("core: watch hub closed")
+
+// ErrHubReplaced ends subscriptions when a snapshot restore replaces the
+// member's state: the events between the old state and the snapshot will
+// never be published. It is an ErrHubClosed too.
+var ErrHubReplaced = fmt.Errorf("%w: state replaced by a snapshot", ErrHubClosed)
 
 // CatchUpChunk bounds how many revisions one history read covers.
 const CatchUpChunk = 256
@@ -201,7 +207,12 @@ func (h *Hub) Publish(batches []*Batch) {
 }
 
 // Close ends every subscription and waits for catch-ups to stop.
-func (h *Hub) Close() {
+func (h *Hub) Close() { h.close(ErrHubClosed) }
+
+// Replaced ends every subscription with ErrHubReplaced, as Close does.
+func (h *Hub) Replaced() { h.close(ErrHubReplaced) }
+
+func (h *Hub) close(err error) {
 	h.mu.Lock()
 	h.closed = true
 	subs := make([]*Subscription, 0, len(h.all))
@@ -209,7 +220,7 @@ func (h *Hub) Close() {
 		subs = append(subs, s)
 	}
 	for _, s := range subs {
-		s.endLocked(ErrHubClosed)
+		s.endLocked(err)
 	}
 	h.mu.Unlock()
 	h.wg.Wait()

@@ -111,3 +111,24 @@ func TestHubCloseEndsCatchingUpSubscriptions(t *testing.T) {
 		t.Fatalf("err %v", s.Err())
 	}
 }
+
+// TestHubReplacedEndsSubscriptionsAsClosed: a hub retired by a snapshot
+// restore ends its subscriptions with ErrHubReplaced, which readers that
+// only tell a closed hub apart still take for one.
+func TestHubReplacedEndsSubscriptionsAsClosed(t *testing.T) {
+	hub := core.NewHub(&memHistory{byRev: map[int64]core.RevEvents{}}, 1, 1)
+	s, err := hub.Subscribe(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub.Replaced()
+	if _, open := <-s.Events(); open {
+		t.Fatal("a subscription of a replaced hub was not ended")
+	}
+	if !errors.Is(s.Err(), core.ErrHubReplaced) || !errors.Is(s.Err(), core.ErrHubClosed) {
+		t.Fatalf("err %v, want ErrHubReplaced, an ErrHubClosed", s.Err())
+	}
+	if _, err := hub.Subscribe(0); !errors.Is(err, core.ErrHubClosed) {
+		t.Fatalf("subscribe to a replaced hub: %v", err)
+	}
+}

@@ -270,6 +270,9 @@ func (k *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, 
 		// against a compaction applied meanwhile.
 		views := k.openRevViews(ctx, op.Txn, nil)
 		defer views.close()
+		if err := k.checkRestoredFloor(ctx, op.Txn, views); err != nil {
+			return nil, err
+		}
 		res, err = k.s.propose(ctx, op)
 		if err != nil {
 			return nil, err
@@ -292,30 +295,75 @@ func (vs revViews) close() {
 
 // openRevViews opens a view at every revision a range of t names, in either
 // branch, leaving out those it cannot open: Apply refuses the Txn if that
-// still holds when it runs.
+// still holds when it runs (checkRestoredFloor refuses it before, for a
+// revision only this member has lost).
 func (k *kvServer) openRevViews(ctx context.Context, t *core.Txn, vs revViews) revViews {
+	walkRevRanges(t, func(rev int64) {
+		if _, ok := vs[rev]; ok {
+			return
+		}
+		v, err := k.s.b.Read(ctx, rev)
+		if err != nil {
+			return
+		}
+		if vs == nil {
+			vs = revViews{}
+		}
+		vs[rev] = v
+	})
+	return vs
+}
+
+// checkRestoredFloor refuses, as compacted, a Txn with a range at a
+// revision this member cannot read although the ensemble has not
+// compacted it: a member restored from a snapshot holds no history before
+// it. Apply, which sees only the replicated compact revision, would run
+// the Txn's writes and readRevRanges then fail, answering an error for a
+// Txn that was applied. Refused before it is proposed, nothing is written.
+// It looks at both branches where etcd looks only at the one taken, so
+// such a member refuses a little more than etcd would; a member with its
+// whole history never gets here.
+func (k *kvServer) checkRestoredFloor(ctx context.Context, t *core.Txn, vs revViews) error {
+	var missing []int64
+	walkRevRanges(t, func(rev int64) {
+		if _, ok := vs[rev]; !ok {
+			missing = append(missing, rev)
+		}
+	})
+	if len(missing) == 0 {
+		return nil
+	}
+	v, err := k.s.b.Read(ctx, 0)
+	if err != nil {
+		return grpcError(err)
+	}
+	defer v.Close()
+	meta, err := v.Meta()
+	if err != nil {
+		return grpcError(err)
+	}
+	for _, rev := range missing {
+		if rev >= meta.CompactRev && rev <= meta.Rev && rev < k.s.b.Status().CompactRev {
+			return grpcError(core.ErrCompacted)
+		}
+	}
+	return nil
+}
+
+// walkRevRanges calls f with the revision of every range at a revision in
+// either branch of t, nested Txns included.
+func walkRevRanges(t *core.Txn, f func(rev int64)) {
 	for _, ops := range [][]core.TxnOp{t.Success, t.Failure} {
 		for i := range ops {
 			op := &ops[i]
 			switch {
 			case op.Kind == core.OpTxn && op.Txn != nil:
-				vs = k.openRevViews(ctx, op.Txn, vs)
+				walkRevRanges(op.Txn, f)
 			case op.Kind == core.OpRange && op.Range != nil && op.Range.Rev != 0:
-				if _, ok := vs[op.Range.Rev]; ok {
-					continue
-				}
-				v, err := k.s.b.Read(ctx, op.Range.Rev)
-				if err != nil {
-					continue
-				}
-				if vs == nil {
-					vs = revViews{}
-				}
-				vs[op.Range.Rev] = v
+				f(op.Range.Rev)
 			}
 		}
 	}
-	return vs
 }
 
 // readRevRanges answers the ranges at a revision of the branches of t that

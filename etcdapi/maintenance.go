@@ -174,9 +174,11 @@ func (m *maintenanceServer) HashKV(ctx context.Context, r *pb.HashKVRequest) (*p
 	if err != nil {
 		return nil, grpcError(err)
 	}
+	// The member's compact revision is above core's after a snapshot
+	// restore (its history starts after the snapshot's revision).
 	return &pb.HashKVResponse{
 		Header: m.s.header(m.s.currentRev()), Hash: h,
-		CompactRevision: meta.CompactRev, HashRevision: v.Rev(),
+		CompactRevision: max(meta.CompactRev, m.s.b.Status().CompactRev), HashRevision: v.Rev(),
 	}, nil
 }
 

@@ -969,10 +969,15 @@ var errPermissionDenied = &core.Error{Code: core.CodeAuthPermissionDenied}
 
 // fail ends the watcher: a compacted start revision is reported as etcd
 // reports it (compact_revision set, canceled, header revision 0), anything
-// else as a cancel with a reason.
+// else as a cancel with a reason. A watcher whose feed ended because a
+// snapshot replaced the member's state is reported as compacted too: the
+// events up to the snapshot are not in the new state's history, whose
+// compact revision is the first it holds, and etcd's clients answer that
+// by listing again (an etcd member keeps the leader's history in a
+// snapshot and its watchers run on; see the README's limits).
 func (w *watcher) fail(err error) {
 	resp := &pb.WatchResponse{Header: w.ws.header(0), WatchId: w.id, Canceled: true}
-	if errors.Is(err, core.ErrCompacted) {
+	if errors.Is(err, core.ErrCompacted) || errors.Is(err, core.ErrHubReplaced) {
 		resp.CompactRevision = w.ws.s.b.Status().CompactRev
 	} else {
 		resp.Header.Revision = w.ws.s.currentRev()

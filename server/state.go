@@ -82,9 +82,10 @@ func (s *stateMachine) Snapshot(w io.Writer) (uint64, error) {
 // Restore implements zab.Snapshotter. The snapshot goes into a fresh
 // store beside the current one; once it is complete and synced, STATE is
 // switched to it and the member starts serving it. The old store is closed
-// when its last reader is done. Watchers are ended (the snapshot carries
-// no event history, so they could not be resumed gap-free from it) and
-// leases and the reaper's candidates are reloaded from the new state.
+// when its last reader is done. Watchers are ended with
+// core.ErrHubReplaced (the snapshot carries no event history, so they
+// could not be resumed gap-free from it) and leases and the reaper's
+// candidates are reloaded from the new state.
 func (s *stateMachine) Restore(r io.Reader) error {
 	m := s.m
 	dir := fmt.Sprintf("%s-%d", defaultStateDir, time.Now().UnixNano())
@@ -112,7 +113,7 @@ func (s *stateMachine) Restore(r io.Reader) error {
 	old, oldHub := m.state, m.hub
 	m.state, m.hub = ref, hub
 	m.mu.Unlock()
-	oldHub.Close()
+	oldHub.Replaced()
 	if err := m.loadAlarms(ref); err != nil {
 		return fmt.Errorf("server: reload alarms after restore: %w", err)
 	}

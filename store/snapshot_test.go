@@ -56,6 +56,14 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	if _, err := restored.Events(rev, 0); !errors.Is(err, core.ErrCompacted) {
 		t.Fatalf("Events(%d) of the snapshot's revision: %v, want compacted", rev, err)
 	}
+	// The compact revision it reports is the first one it can replay, so
+	// that a watch refused as compacted can start again from it.
+	if st, err := restored.Status(); err != nil || st.CompactRev != rev+1 {
+		t.Fatalf("restored store's compact revision %d (%v), want %d, the first after the snapshot's", st.CompactRev, err, rev+1)
+	}
+	if _, err := restored.Events(rev+1, 0); err != nil {
+		t.Fatalf("Events(%d), from the compact revision it reports: %v", rev+1, err)
+	}
 
 	// Carry on with the restored store in the original's place: it must
 	// keep agreeing with the MemState, history and events included, across a

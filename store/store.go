@@ -485,8 +485,14 @@ func (s *Store) At(rev int64) (*View, error) {
 // Status is what the store reports about itself.
 type Status struct {
 	// DBSize is the space the store's files take on disk, in bytes.
-	DBSize       int64
-	Rev          int64
+	DBSize int64
+	Rev    int64
+	// CompactRev is etcd's compact revision as the store's readers see
+	// it: the oldest revision whose events it can replay. That is core's
+	// compact revision, or, after a snapshot restore, the revision after
+	// the snapshot's if higher (the snapshot holds no history, and an etcd
+	// watch below the compact revision is answered as compacted, so that
+	// its client lists again instead of missing events).
 	CompactRev   int64
 	AppliedIndex uint64
 }
@@ -498,7 +504,8 @@ func (s *Store) Status() (Status, error) {
 	if err != nil {
 		return Status{}, fmt.Errorf("store: size on disk: %w", err)
 	}
-	return Status{DBSize: size, Rev: st.rev, CompactRev: st.compactRev, AppliedIndex: st.applied}, nil
+	_, eventFloor := s.hist.floors()
+	return Status{DBSize: size, Rev: st.rev, CompactRev: max(st.compactRev, eventFloor), AppliedIndex: st.applied}, nil
 }
 
 // diskSizeMaxAge bounds how stale a reported size may be. Walking the
