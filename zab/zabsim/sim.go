@@ -415,13 +415,24 @@ func (s *sim) liveness() {
 }
 
 // removedMember fails a member that reports itself removed while the
-// leader's active configuration names it: nothing brings a removed member
-// back, so the ensemble would have lost it for good.
+// leader's latest committed configuration names it: nothing brings a
+// removed member back, so the ensemble would have lost it for good.
+//
+// That is the leader's active configuration, or its pending one once the
+// leader's commit index has reached the pending entry: a leader that
+// commits a change in one Ready takes it up at the start of the next (see
+// Core.Ready), while a follower that learns the commit from that Ready's
+// COMMIT may already have applied it and, removed by it, say so. Checked
+// in between, the leader's active configuration still names that member
+// (removefollower.trace).
 func (s *sim) removedMember(leader *node) error {
-	active, _ := leader.core.Membership()
+	conf, pending := leader.core.Membership()
+	if pending != nil && pending.Index <= leader.core.Status().CommittedIndex {
+		conf = *pending
+	}
 	for _, id := range s.ids {
-		if n := s.nodes[id]; n.up && n.role == zab.RoleRemoved && active.IsMember(id) {
-			return s.chk.fail(id, "liveness: member reports removed, but the leader's active configuration %s names it", active.String())
+		if n := s.nodes[id]; n.up && n.role == zab.RoleRemoved && conf.IsMember(id) {
+			return s.chk.fail(id, "liveness: member reports removed, but the leader's latest committed configuration %s names it", conf.String())
 		}
 	}
 	return nil
