@@ -27,7 +27,7 @@ type replSM struct {
 	mu      sync.Mutex
 	start   uint64 // index before entries[0]
 	entries []Entry
-	base    []string // payloads restored from a snapshot, before entries
+	base    []string     // payloads restored from a snapshot, before entries
 	early   atomic.Int64 // batches handed before they were durable
 }
 
