@@ -447,6 +447,9 @@ func (r *replica) statusOf(stopped bool) Status {
 	s := r.status
 	r.smu.Unlock()
 	s.AppliedIndex = r.m.appliedIndex.Load()
+	// Whatever is applied is committed, even before the loop hears that a
+	// lone leader's early-applied entries are durable.
+	s.CommittedIndex = max(s.CommittedIndex, s.AppliedIndex)
 	s.FirstIndex = r.wal.firstIndex()
 	s.Segments = r.wal.segmentCount()
 	s.Stopped = stopped
