@@ -349,12 +349,22 @@ func TestCounterExhaustionStartsANewEpoch(t *testing.T) {
 	}}
 	<-set
 	// The proposal that finds the counter exhausted is refused (nothing
-	// proposed) while the member elects itself again, in a new epoch.
+	// proposed) while the member elects itself again, in a new epoch:
+	// until its log is drained, it does not lead.
 	proposeT(t, m, "p1")
 	if _, err := m.Propose(context.Background(), []byte("refused")); !errors.Is(err, ErrNoLeader) {
 		t.Fatalf("Propose at the exhausted counter: %v, want ErrNoLeader", err)
 	}
-	proposeT(t, m, "p2")
+	for {
+		_, err := m.Propose(context.Background(), []byte("p2"))
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrNoLeader) {
+			t.Fatalf("Propose after the new election: %v", err)
+		}
+		time.Sleep(time.Millisecond)
+	}
 	proposeT(t, m, "p3")
 	st := m.Status()
 	if st.Epoch != 2 || st.LastZxid != MakeZxid(2, 2) {
