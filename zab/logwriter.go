@@ -19,8 +19,8 @@ import (
 //
 // The loop hands over entries (enqueue) and learns what is durable from
 // the done signal (durable); entries handed over while a write is in
-// progress form the next group, with one fdatasync for all of them, as
-// the single member's writer does. Nothing changes for the protocol: an
+// progress form the next group, with one fdatasync for all of them.
+// Nothing changes for the protocol: an
 // entry counts as on this member's disk only once durable reports it.
 //
 // Operations that reshape the log (truncate, reset to a snapshot) and

@@ -66,8 +66,8 @@ type Config struct {
 	// (see ErrNoSpace); the member uses it to keep a reserve free for the
 	// state machine, which cannot refuse a committed entry.
 	CheckSpace func(need int64) error
-	// NoSpaceRetry is how often a replicated member whose disk is full
-	// tries again to write the entries it has received (default 1 s).
+	// NoSpaceRetry is how often a member whose disk is full tries again
+	// to write the entries it holds (default 1 s).
 	NoSpaceRetry time.Duration
 
 	// ID is this member's ID (default 1). It must be a key of Peers or
