@@ -42,8 +42,9 @@ var (
 	// is connected to, itself included, are not a quorum of it, so the
 	// change could not commit (etcd's strict reconfiguration check).
 	ErrUnhealthy = errors.New("core: the new configuration has no connected quorum")
-	// ErrNotReplicated: a single member (started without peers) cannot
-	// change its configuration or move its leadership.
+	// ErrNotReplicated: a single member started without peers (and so
+	// without a peer address) cannot change its configuration or move
+	// its leadership.
 	ErrNotReplicated = errors.New("core: a single member has no ensemble to change")
 	// ErrNotVoter: the leader transfer's target does not vote.
 	ErrNotVoter = errors.New("core: the transfer target is not a voter")

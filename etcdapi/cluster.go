@@ -108,9 +108,12 @@ func clusterError(err error) error {
 	case errors.Is(err, core.ErrUnhealthy):
 		return rpctypes.ErrGRPCUnhealthy
 	case errors.Is(err, core.ErrNotReplicated):
-		// A single member: etcd's strict check finds too few started
-		// members for anything but adding a first peer, which Janus
-		// cannot do to a member started without peers.
+		// A single member started without peers, so without a peer
+		// address: a real etcd accepts a first peer (its default peer URL
+		// is a localhost one), but a peer added here could never reach
+		// this member, so it answers as etcd's strict check does when
+		// too few members are started. A single member started with
+		// --peers naming itself takes the change.
 		return rpctypes.ErrGRPCMemberNotEnoughStarted
 	}
 	return grpcError(err)

@@ -58,8 +58,10 @@ func decodeMeta(c *core.ClusterMember, meta []byte) error {
 	return nil
 }
 
-// single reports whether this member was started without peers: it has no
-// ensemble to change.
+// single reports whether this member was started without peers, and so
+// without a peer address: it cannot change its ensemble, as a peer added
+// to it could not reach it. A member started with --peers naming only
+// itself is a single member too, but one that can grow.
 func (m *Member) single() bool {
 	return len(m.cfg.Peers) == 0 && len(m.cfg.Observers) == 0
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/januskv/janus/core"
+	"github.com/januskv/janus/internal/testlog"
 )
 
 // TestChangeClusterFromAFollower adds and removes observers (a voter that
@@ -25,6 +26,30 @@ func TestChangeClusterFromAFollower(t *testing.T) {
 func TestChangeClusterOnTheLeader(t *testing.T) {
 	e := startMemEnsemble(t, 3, 0)
 	testChangeCluster(t, e.members[e.leader(1, 2, 3)])
+}
+
+// TestChangeClusterOnASingleMember: a single member started with its own
+// peer address (--peers naming only itself) is the one voter of its
+// ensemble and takes the same changes; one started without peers has no
+// address a peer could reach, and refuses.
+func TestChangeClusterOnASingleMember(t *testing.T) {
+	e := startMemEnsemble(t, 1, 0)
+	testChangeCluster(t, e.members[e.leader(1)])
+
+	lone, err := OpenMember(MemberConfig{DataDir: t.TempDir(), Logger: testlog.New(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lone.Close()
+	ctx := context.Background()
+	cur, err := lone.Cluster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	added := core.ClusterMember{ID: cur.NextMemberID(), PeerURL: "http://new:2380", IsObserver: true}
+	if _, err := lone.ChangeCluster(ctx, cur.Version, append(cur.Members, added)); !errors.Is(err, core.ErrNotReplicated) {
+		t.Fatalf("change on a member started without peers: %v, want ErrNotReplicated", err)
+	}
 }
 
 func testChangeCluster(t *testing.T, via *Member) {
@@ -57,8 +82,8 @@ func testChangeCluster(t *testing.T, via *Member) {
 		if next.Time == 0 || shown.Time != next.Time || next.Time < cur.Time {
 			t.Errorf("round %d: configuration time %d, shown %d, before %d", round, next.Time, shown.Time, cur.Time)
 		}
-		if st := via.Status(); len(st.Members) != 4 {
-			t.Errorf("round %d: Status lists %d members, want 4", round, len(st.Members))
+		if st := via.Status(); len(st.Members) != len(cur.Members)+1 {
+			t.Errorf("round %d: Status lists %d members, want %d", round, len(st.Members), len(cur.Members)+1)
 		}
 		if _, err := via.ChangeCluster(ctx, cur.Version, cur.Members); !errors.Is(err, core.ErrStaleCluster) {
 			t.Errorf("round %d: change against a replaced version: %v, want ErrStaleCluster", round, err)

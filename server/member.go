@@ -663,10 +663,9 @@ func (m *Member) Status() core.Status {
 	if err != nil {
 		m.log.Warn("store status", "err", err)
 	}
+	// A single member leads from the moment it opens (it is the one voter
+	// of its ensemble); once it has grown, it may not.
 	leader := zs.LeaderID
-	if len(m.cfg.Peers) <= 1 && len(m.cfg.Observers) == 0 {
-		leader = m.cfg.ID // a single member always leads
-	}
 	return core.Status{
 		ClusterID:    clusterID(m.cfg),
 		MemberID:     m.cfg.ID,

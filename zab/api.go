@@ -35,10 +35,7 @@ func (m *Member) SetLeaderHandler(h LeaderHandler) { m.leaderHandler.Store(&h) }
 // comes back as an error whose text is the handler's (its type is lost on
 // the wire). zab does not interpret payloads.
 func (m *Member) CallLeader(ctx context.Context, payload []byte) ([]byte, error) {
-	if m.rep != nil {
-		return m.rep.callLeader(ctx, payload)
-	}
-	return m.callLocal(ctx, payload)
+	return m.rep.callLeader(ctx, payload)
 }
 
 func (m *Member) callLocal(ctx context.Context, payload []byte) ([]byte, error) {
@@ -55,21 +52,7 @@ func (m *Member) callLocal(ctx context.Context, payload []byte) ([]byte, error) 
 // the leader. For a linearizable read, call WaitApplied with the index and
 // then read the local state.
 func (m *Member) ReadIndex(ctx context.Context) (uint64, error) {
-	if m.rep != nil {
-		return m.rep.readIndex(ctx)
-	}
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	select {
-	case <-m.stopCh:
-		return 0, m.stoppedErr()
-	default:
-	}
-	// A single member answers a proposer only after applying it, and
-	// commits what it writes: its committed index covers every write
-	// acknowledged before the call.
-	return m.committedIndex.Load(), nil
+	return m.rep.readIndex(ctx)
 }
 
 // WaitApplied waits until the state machine has applied index.

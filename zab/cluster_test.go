@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,7 +27,18 @@ type replSM struct {
 	mu      sync.Mutex
 	start   uint64 // index before entries[0]
 	entries []Entry
-	base    []string // payloads restored from a snapshot, before entries
+	base    []string     // payloads restored from a snapshot, before entries
+	early   atomic.Int64 // batches handed before they were durable
+}
+
+// ApplyWhen makes replSM a DurableWaiter: a member that leads as the only
+// voter hands it entries before their flush.
+func (s *replSM) ApplyWhen(ents []Entry, durable func() error) ([]any, error) {
+	s.early.Add(1)
+	if err := durable(); err != nil {
+		return nil, err
+	}
+	return s.Apply(ents)
 }
 
 func (s *replSM) Apply(ents []Entry) ([]any, error) {

@@ -914,6 +914,13 @@ func (c *Core) soleVoter() bool {
 	return sole(&c.conf) && (c.next == nil || sole(c.next))
 }
 
+// LoneLeader reports whether this member leads, in broadcast, as the only
+// voter of every configuration in play: an entry it appends is committed
+// as soon as its own log holds it durably, as no other member's ACK
+// counts. Its driver may then start applying entries early (see
+// DurableWaiter).
+func (c *Core) LoneLeader() bool { return c.role == RoleLeader && c.soleVoter() }
+
 // isVoter reports whether id votes in a configuration in play.
 func (c *Core) isVoter(id uint64) bool {
 	return c.conf.IsVoter(id) || (c.next != nil && c.next.IsVoter(id))
@@ -981,8 +988,9 @@ func (c *Core) becomeLooking(why string) {
 		c.log.Info("zab looking for a leader", "id", c.id, "why", why)
 	}
 	c.leaveRole()
-	c.el.start(c)
 	c.setRole(RoleLooking, 0)
+	// After setRole: a lone voter wins at once, and leads.
+	c.el.start(c)
 	c.started = true
 }
 

@@ -2,13 +2,14 @@
 // proposals, makes them durable in an append-only log, and applies them, in
 // order, to a StateMachine. It treats entry payloads as opaque bytes.
 //
-// A member configured without peers is a single member: always the
-// leader, committing an entry as soon as its own log holds it. A member
-// with Config.Peers (voters) and Config.Observers runs Zab: fast leader
-// election, discovery, synchronization and broadcast (see election.go,
-// leader.go, follower.go for each phase's contract). Callers see the same
-// API either way: Propose, ReadIndex + WaitApplied, CallLeader, Status,
-// RoleChanges, Trim, Close.
+// Every member runs Zab: fast leader election, discovery, synchronization
+// and broadcast (see election.go, leader.go, follower.go for each phase's
+// contract), among Config.Peers (voters) and Config.Observers. A single
+// member is the one voter of its ensemble: it elects itself at once and
+// commits an entry as soon as its own log holds it, and with a peer
+// address it can grow like any ensemble. Callers see the same API either
+// way: Propose, ReadIndex + WaitApplied, CallLeader, Status, RoleChanges,
+// Trim, Close.
 //
 // # Core and driver
 //
@@ -91,8 +92,8 @@
 //
 // Index is the dense, 1-based position of an entry in the log; it is the
 // same on every member. Zxid is epoch<<32 | counter, as in ZooKeeper. A
-// single member starts a new epoch each time it opens (as a new Zab leader
-// would), so zxids only grow, across restarts too, even when every segment
+// single member starts a new epoch each time it opens (it is elected
+// again, as the leader of any ensemble is), so zxids only grow, across restarts too, even when every segment
 // has been trimmed. Both index and zxid
 // are strictly increasing along the log. Entry.Time is the leader's clock
 // when it accepted the proposal, never lower than the previous entry's.

@@ -67,24 +67,26 @@ type StateMachine interface {
 }
 
 // DurableWaiter is implemented by a StateMachine that can start applying
-// entries while their log write is still being flushed. A single member
-// hands it each group right after writing it, before the fdatasync, so
-// that the state machine's own writes overlap the disk flush. ApplyWhen
-// must call durable before making any effect of the entries visible (to
-// readers, watchers or the caller's waiters) and must make none visible if
-// durable returns an error; its other rules are Apply's. Replicated
-// members apply only committed entries and never call it.
+// entries while their log write is still being flushed. A member that
+// leads as the only voter (a single member) hands it its new entries as
+// it hands them to the log writer, before the fdatasync, so that the
+// state machine's own writes overlap the disk flush. ApplyWhen must call
+// durable before making any effect of the entries visible (to readers,
+// watchers or the caller's waiters) and must make none visible if durable
+// returns an error; its other rules are Apply's. Any other member applies
+// only committed entries and never calls it.
 type DurableWaiter interface {
 	ApplyWhen(entries []Entry, durable func() error) ([]Result, error)
 }
 
 // Skipper is implemented by a StateMachine that can hold, after a crash,
-// writes above its applied index: a single member applies a group while
-// its log write is being flushed, and a power loss can keep the state
+// writes above its applied index: a single member applies entries while
+// their log write is being flushed, and a power loss can keep the state
 // machine's writes and lose the log's. Entries zab then proposes at those
-// indexes would not rewrite them all, so a single member that finds the
-// state machine's ceiling above the end of its log, after replaying it,
-// calls SkipTo and starts the new log above the ceiling.
+// indexes would not rewrite them all, so a member that is the only voter
+// of its configuration and finds the state machine's ceiling above the end
+// of its log, after replaying it at start-up, calls SkipTo and starts the
+// new log above the ceiling.
 type Skipper interface {
 	// Ceiling is the highest index the state machine may hold writes for.
 	Ceiling() uint64

@@ -1,7 +1,10 @@
 package zab
 
 import (
+	"cmp"
 	"slices"
+
+	"github.com/januskv/janus/internal/diskspace"
 	"sync"
 	"time"
 )
@@ -16,8 +19,8 @@ import (
 //
 // The loop hands over entries (enqueue) and learns what is durable from
 // the done signal (durable); entries handed over while a write is in
-// progress form the next group, with one fdatasync for all of them, as
-// the single member's writer does. Nothing changes for the protocol: an
+// progress form the next group, with one fdatasync for all of them.
+// Nothing changes for the protocol: an
 // entry counts as on this member's disk only once durable reports it.
 //
 // Operations that reshape the log (truncate, reset to a snapshot) and
@@ -36,24 +39,35 @@ type logWriter struct {
 	work  chan struct{} // cap 1: something was queued, or stop
 	done  chan struct{} // cap 1: durable advanced or err was set
 	quit  chan struct{} // closed by close
+	// exited is closed when run returns: nothing more will be written.
+	exited chan struct{}
 
-	mu        sync.Mutex
-	queue     []Entry
-	durable   uint64 // last index on disk, as the writer last reported it
-	err       error
-	noSpace   error // why the last write was refused for want of disk
+	mu      sync.Mutex
+	queue   []Entry
+	durable uint64 // last index on disk, as the writer last reported it
+	err     error
+	noSpace error // why the last write was refused for want of disk
+	// refused is why a lone leader last refused a proposal for want of
+	// disk before it reached the log (see refuse); cleared, like noSpace,
+	// by the next write that succeeds.
+	refused error
+	// advanced is closed, and replaced, whenever durable advances or err
+	// is set (see waitDurable).
+	advanced  chan struct{}
 	stop      bool
 	closeOnce sync.Once
 }
 
 func newLogWriter(w *wal, durable uint64, check func(int64) error, retry time.Duration) *logWriter {
 	return &logWriter{wal: w, durable: durable, check: check, retry: retry,
-		work: make(chan struct{}, 1), done: make(chan struct{}, 1), quit: make(chan struct{})}
+		work: make(chan struct{}, 1), done: make(chan struct{}, 1), quit: make(chan struct{}),
+		exited: make(chan struct{}), advanced: make(chan struct{})}
 }
 
 // run is the writer goroutine. It returns after close, or after an append
 // fails (the log's tail is then unknown and nothing more may be written).
 func (lw *logWriter) run() {
+	defer close(lw.exited)
 	var batch []Entry
 	for range lw.work {
 		lw.mu.Lock()
@@ -93,11 +107,13 @@ func (lw *logWriter) run() {
 			lw.err = err
 		} else {
 			lw.durable = batch[len(batch)-1].Index
-			if lw.noSpace != nil {
-				lw.wal.logger.Warn("log disk takes writes again; NOSPACE cleared", "was", lw.noSpace.Error())
+			if was := cmp.Or(lw.noSpace, lw.refused); was != nil {
+				lw.wal.logger.Warn("log disk takes writes again; NOSPACE cleared", "was", was.Error())
 			}
-			lw.noSpace = nil
+			lw.noSpace, lw.refused = nil, nil
 		}
+		close(lw.advanced)
+		lw.advanced = make(chan struct{})
 		lw.mu.Unlock()
 		signal(lw.done)
 		if err != nil {
@@ -125,11 +141,74 @@ func (lw *logWriter) write(batch []Entry) error {
 }
 
 // noSpaceErr returns why the writer's last write was refused for want of
-// disk, or nil.
+// disk (or why a lone leader last refused a proposal so), or nil.
 func (lw *logWriter) noSpaceErr() error {
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
+	if lw.noSpace != nil {
+		return lw.noSpace
+	}
+	return lw.refused
+}
+
+// holding returns why the writer holds entries the disk refused, or nil.
+func (lw *logWriter) holding() error {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
 	return lw.noSpace
+}
+
+// checkSpace asks check, for a lone leader, whether the log can take a
+// proposal of need bytes before it enters the log; it records and returns
+// the refusal (see ErrNoSpace). Nothing is then written, so the next
+// proposal reuses the zxid.
+func (lw *logWriter) checkSpace(need int) error {
+	if lw.check == nil {
+		return nil
+	}
+	err := lw.check(int64(need))
+	if err == nil || !diskspace.Unwritable(err) {
+		return nil // the writer's own check decides the rest
+	}
+	lw.mu.Lock()
+	if lw.refused == nil && lw.noSpace == nil {
+		lw.wal.logger.Warn("log disk full or read-only: refusing writes (NOSPACE) until it takes them again, still serving reads",
+			"err", err)
+	}
+	lw.refused = err
+	lw.mu.Unlock()
+	return err
+}
+
+// waitDurable waits until index is on disk. It fails with the writer's
+// error, or with ErrStopped once the writer has exited without writing
+// index.
+func (lw *logWriter) waitDurable(index uint64) error {
+	for {
+		lw.mu.Lock()
+		d, err, advanced := lw.durable, lw.err, lw.advanced
+		lw.mu.Unlock()
+		switch {
+		case d >= index:
+			return nil
+		case err != nil:
+			return err
+		}
+		select {
+		case <-advanced:
+		case <-lw.exited:
+			lw.mu.Lock()
+			d, err = lw.durable, lw.err
+			lw.mu.Unlock()
+			switch {
+			case d >= index:
+				return nil
+			case err != nil:
+				return err
+			}
+			return ErrStopped
+		}
+	}
 }
 
 // enqueue hands entries, which continue what was handed before, to the

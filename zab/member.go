@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -67,16 +66,19 @@ type Config struct {
 	// (see ErrNoSpace); the member uses it to keep a reserve free for the
 	// state machine, which cannot refuse a committed entry.
 	CheckSpace func(need int64) error
-	// NoSpaceRetry is how often a replicated member whose disk is full
-	// tries again to write the entries it has received (default 1 s).
+	// NoSpaceRetry is how often a member whose disk is full tries again
+	// to write the entries it holds (default 1 s).
 	NoSpaceRetry time.Duration
 
 	// ID is this member's ID (default 1). It must be a key of Peers or
 	// Observers when either is set.
 	ID uint64
 	// Peers are the voting members, this one included: ID → peer address.
-	// Empty, or holding only this member with no Observers, means a single
-	// member that is always the leader (no transport, no election).
+	// Empty means a single member with no peer address: the one voter of
+	// its ensemble, which it leads at once, with no transport; having no
+	// address for peers to reach it, it cannot grow. Holding only this
+	// member with its address is a single member that can (see
+	// ChangeMembership).
 	Peers map[uint64]string
 	// Observers receive every commit but never vote: ID → peer address.
 	Observers map[uint64]string
@@ -199,7 +201,10 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxDiffEntries <= 0 {
 		c.MaxDiffEntries = 100_000
 	}
-	if c.replicated() {
+	if len(c.Peers) == 0 && len(c.Observers) == 0 {
+		c.Peers = map[uint64]string{c.ID: ""}
+	}
+	{
 		_, voter := c.Peers[c.ID]
 		_, observer := c.Observers[c.ID]
 		if voter == observer {
@@ -215,15 +220,6 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	}
 	return c, nil
-}
-
-// replicated reports whether the configuration has more than one member.
-func (c Config) replicated() bool {
-	if len(c.Observers) > 0 || len(c.Peers) > 1 {
-		return true
-	}
-	_, self := c.Peers[c.ID]
-	return len(c.Peers) == 1 && !self
 }
 
 // Status is a snapshot of a member's progress.
@@ -254,21 +250,17 @@ type Status struct {
 	PeerAcked map[uint64]uint64
 }
 
-// Member is one member of a Zab ensemble: for now the only one, and so the
-// leader. Open starts its goroutines; Close stops them.
+// Member is one member of a Zab ensemble, a single member included (the
+// one voter of its ensemble). Open starts its goroutines; Close stops
+// them.
 type Member struct {
 	cfg    Config
 	logger *slog.Logger
 	sm     StateMachine
-	// early is sm as a DurableWaiter, or nil: a single member hands it
-	// groups before their flush (see writeGroup).
-	early DurableWaiter
-	wal   *wal
-	lock  *dirLock
+	wal    *wal
+	lock   *dirLock
 
-	proposals chan *proposal
-	committed chan group // writer → applier; its buffer is the pipeline depth
-	syncReqs  chan chan syncResult
+	syncReqs chan chan syncResult
 
 	stopOnce sync.Once
 	stopCh   chan struct{} // closed to ask every goroutine to stop
@@ -279,34 +271,23 @@ type Member struct {
 	errMu sync.Mutex
 	err   error // the first fatal error
 
-	// noSpace is why the last write was refused for want of disk (see
-	// ErrNoSpace), nil once a write succeeded. Writer-owned, read by
-	// NoSpace.
-	noSpace atomic.Pointer[error]
-
-	// Writer-owned.
-	counter  uint32
-	lastTime int64
-
-	epoch          atomic.Uint32
-	lastZxid       atomic.Uint64
-	committedIndex atomic.Uint64
-	appliedIndex   atomic.Uint64
+	epoch        atomic.Uint32
+	lastZxid     atomic.Uint64
+	appliedIndex atomic.Uint64
 
 	applied appliedNotifier
 	roles   roleFeed
 
 	leaderHandler atomic.Pointer[LeaderHandler]
 
-	// rep runs replication; nil for a single member.
+	// rep drives the member's Core.
 	rep *replica
 }
 
 type proposal struct {
-	ctx  context.Context
-	data []byte
-	done chan result // buffered 1: the writer or applier never blocks on it
-	// Replicated members only.
+	ctx        context.Context
+	data       []byte
+	done       chan result // buffered 1: the loop or applier never blocks on it
 	reqID      uint64
 	dispatched bool // its entry was handed to the applier (under replica.wmu)
 	// leaderEpoch, when not 0, fences the proposal to this member's
@@ -324,14 +305,6 @@ type result struct {
 }
 
 func (p *proposal) finish(val Result, err error) { p.done <- result{val, err} }
-
-type group struct {
-	entries []Entry
-	props   []*proposal
-	// durable, when not nil, delivers the outcome of the group's
-	// fdatasync: the group reached the applier before it was durable.
-	durable chan error
-}
 
 type syncResult struct {
 	index uint64
@@ -353,12 +326,7 @@ func Open(cfg Config, sm StateMachine) (*Member, error) {
 	if err != nil {
 		return nil, fmt.Errorf("zab: %w", err)
 	}
-	var m *Member
-	if cfg.replicated() {
-		m, err = openReplicated(cfg, sm, lock)
-	} else {
-		m, err = open(cfg, sm, lock)
-	}
+	m, err := openMember(cfg, sm, lock)
 	if err != nil {
 		lock.release()
 		return nil, fmt.Errorf("zab: open %s: %w", cfg.Dir, err)
@@ -367,8 +335,7 @@ func Open(cfg Config, sm StateMachine) (*Member, error) {
 }
 
 // openLog reads the persisted epochs and opens the log, refusing one that
-// begins after entries the state machine has not applied yet. Both the
-// single-member and the replicated start-up begin here.
+// begins after entries the state machine has not applied yet.
 func openLog(cfg Config, sm StateMachine) (Epochs, *wal, uint64, error) {
 	ep, err := readEpochs(cfg.Dir)
 	if err != nil {
@@ -386,95 +353,6 @@ func openLog(cfg Config, sm StateMachine) (Epochs, *wal, uint64, error) {
 			first, applied, applied+1, first-1)
 	}
 	return ep, w, applied, nil
-}
-
-func open(cfg Config, sm StateMachine, lock *dirLock) (*Member, error) {
-	ep, w, applied, err := openLog(cfg, sm)
-	if err != nil {
-		return nil, err
-	}
-	if w.lastIndex > applied {
-		err := w.read(applied+1, w.lastIndex, replayBatchEntries, func(batch []Entry) error {
-			if _, err := sm.Apply(batch); err != nil {
-				return fmt.Errorf("replay entries %d-%d: %w", batch[0].Index, batch[len(batch)-1].Index, err)
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-		cfg.Logger.Info("replayed log", "from", applied+1, "to", w.lastIndex)
-	}
-	if sk, ok := sm.(Skipper); ok {
-		if c := sk.Ceiling(); c > max(w.lastIndex, applied) {
-			cfg.Logger.Warn("state machine holds writes above the end of the log; skipping their indexes",
-				"log_last_index", w.lastIndex, "ceiling", c)
-			if err := sk.SkipTo(c); err != nil {
-				return nil, fmt.Errorf("skip to %d: %w", c, err)
-			}
-			applied = c
-		}
-	}
-
-	// A new leadership starts a new epoch, persisted before any zxid in it
-	// is issued, so zxids grow across restarts even if the log is empty.
-	newEpoch := uint64(max(ep.Accepted, ep.Current, ZxidEpoch(w.lastZxid))) + 1
-	if newEpoch > math.MaxUint32 {
-		return nil, errors.New("epoch space exhausted")
-	}
-	if err := writeEpochs(cfg.Dir, Epochs{Accepted: uint32(newEpoch), Current: uint32(newEpoch)}); err != nil {
-		return nil, err
-	}
-
-	next := max(w.lastIndex, applied) + 1
-	switch {
-	case w.segmentCount() == 0:
-		err = w.reset(next)
-	case applied > w.lastIndex:
-		// The state machine holds everything the log has (it was restored
-		// from elsewhere): the old segments are useless.
-		cfg.Logger.Warn("state machine is ahead of the log; starting a new log",
-			"applied_index", applied, "log_last_index", w.lastIndex)
-		err = w.reset(next)
-	default:
-		err = w.resume()
-	}
-	if err != nil {
-		return nil, err
-	}
-
-	m := &Member{
-		cfg:       cfg,
-		logger:    cfg.Logger,
-		sm:        sm,
-		wal:       w,
-		lock:      lock,
-		proposals: make(chan *proposal, cfg.MaxBatchEntries),
-		committed: make(chan group, 1),
-		syncReqs:  make(chan chan syncResult),
-		stopCh:    make(chan struct{}),
-		done:      make(chan struct{}),
-		lastTime:  w.lastTime,
-		roles:     newRoleFeed(),
-	}
-	m.early, _ = sm.(DurableWaiter)
-	m.roles.publish(RoleChange{Role: RoleLeader, LeaderID: cfg.ID, Epoch: uint32(newEpoch)})
-	m.epoch.Store(uint32(newEpoch))
-	m.lastZxid.Store(w.lastZxid)
-	m.committedIndex.Store(next - 1)
-	m.appliedIndex.Store(next - 1)
-	cfg.Logger.Info("zab member started", "role", RoleLeader, "epoch", newEpoch,
-		"last_index", next-1, "dir", cfg.Dir)
-
-	m.wg.Add(2)
-	go m.runWriter()
-	go m.runApplier()
-	if cfg.TrimInterval > 0 {
-		m.wg.Add(1)
-		go m.runTrimmer()
-	}
-	go m.supervise()
-	return m, nil
 }
 
 // Propose submits data and returns the state machine's result for it once
@@ -528,22 +406,11 @@ func (m *Member) submit(ctx context.Context, data []byte, leaderEpoch uint32) (*
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if m.rep != nil {
-		p, err := m.rep.submit(ctx, data, leaderEpoch)
-		if err != nil {
-			return nil, err
-		}
-		return &Pending{m: m, p: p, rep: m.rep}, nil
+	p, err := m.rep.submit(ctx, data, leaderEpoch)
+	if err != nil {
+		return nil, err
 	}
-	p := &proposal{ctx: ctx, data: append([]byte(nil), data...), done: make(chan result, 1)}
-	select {
-	case m.proposals <- p:
-	case <-m.stopCh:
-		return nil, m.stoppedErr()
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	return &Pending{m: m, p: p}, nil
+	return &Pending{m: m, p: p, rep: m.rep}, nil
 }
 
 // Wait returns the state machine's result for the proposal once it is on
@@ -555,9 +422,7 @@ func (pd *Pending) Wait(ctx context.Context) (Result, error) {
 	case r := <-p.done:
 		return r.val, r.err
 	case <-ctx.Done():
-		if pd.rep != nil {
-			pd.rep.takeWaiter(p.reqID)
-		}
+		pd.rep.takeWaiter(p.reqID)
 		return nil, ctx.Err()
 	case <-m.done:
 		// Everything has stopped; the proposal was answered or never will be.
@@ -615,24 +480,7 @@ func (m *Member) Status() Status {
 		stopped = true
 	default:
 	}
-	if m.rep != nil {
-		return m.rep.statusOf(stopped)
-	}
-	return Status{
-		ID:             m.cfg.ID,
-		Role:           RoleLeader,
-		LeaderID:       m.cfg.ID,
-		Epoch:          m.epoch.Load(),
-		AcceptedEpoch:  m.epoch.Load(),
-		LastZxid:       m.lastZxid.Load(),
-		LastIndex:      m.committedIndex.Load(),
-		CommittedIndex: m.committedIndex.Load(),
-		AppliedIndex:   m.appliedIndex.Load(),
-		FirstIndex:     m.wal.firstIndex(),
-		Segments:       m.wal.segmentCount(),
-		Stopped:        stopped,
-		LeaderChanges:  1, // a single member leads from the start, once
-	}
+	return m.rep.statusOf(stopped)
 }
 
 // Done is closed once the member has stopped, after Close or a fatal error.
@@ -674,168 +522,16 @@ func (m *Member) stoppedErr() error {
 	return ErrStopped
 }
 
-// supervise waits for the member's goroutines, then fails whatever is
-// still queued, closes the log and releases the directory.
+// supervise waits for the member's goroutines, then closes the log and
+// releases the directory.
 func (m *Member) supervise() {
 	m.wg.Wait()
-	for {
-		select {
-		case p := <-m.proposals:
-			p.finish(nil, m.stoppedErr())
-			continue
-		default:
-		}
-		break
-	}
 	err := m.wal.close()
 	if lerr := m.lock.release(); err == nil && lerr != nil {
 		err = fmt.Errorf("zab: release log directory lock: %w", lerr)
 	}
 	m.closeErr = err
 	close(m.done)
-}
-
-// runWriter is the log writer: it gathers pending proposals into a group,
-// appends the group with one fdatasync, and hands it to the applier.
-func (m *Member) runWriter() {
-	defer m.wg.Done()
-	defer close(m.committed)
-	for {
-		// Checked first so a steady stream of proposals cannot outvote Close.
-		select {
-		case <-m.stopCh:
-			return
-		default:
-		}
-		var first *proposal
-		select {
-		case <-m.stopCh:
-			return
-		case first = <-m.proposals:
-		}
-		g, handed, err := m.writeGroup(m.gather(first))
-		if err != nil && !handed && refusedForSpace(err) {
-			m.setNoSpace(err)
-			for _, p := range g.props {
-				p.finish(nil, fmt.Errorf("%w: %w", ErrNoSpace, err))
-			}
-			continue
-		}
-		if err == nil && len(g.entries) > 0 {
-			m.setNoSpace(nil)
-		}
-		if err != nil {
-			m.fail(err)
-			if !handed {
-				// A group the applier holds is answered by the applier.
-				for _, p := range g.props {
-					p.finish(nil, m.stoppedErr())
-				}
-			}
-			return
-		}
-		if len(g.entries) > 0 && !handed {
-			// Blocks while the applier is a group behind: that is the
-			// back-pressure that bounds memory.
-			m.committed <- g
-		}
-	}
-}
-
-// gather takes first and whatever else is already queued, within the batch
-// limits. Waiting for more would only add latency: proposals arriving
-// during the fsync form the next group.
-func (m *Member) gather(first *proposal) []*proposal {
-	props := []*proposal{first}
-	size := len(first.data)
-	for len(props) < m.cfg.MaxBatchEntries && size < m.cfg.MaxBatchBytes {
-		select {
-		case p := <-m.proposals:
-			props = append(props, p)
-			size += len(p.data)
-		default:
-			return props
-		}
-	}
-	return props
-}
-
-// writeGroup stamps the live proposals of props and makes them durable.
-// Proposals whose context has ended are answered and dropped unwritten.
-//
-// When the state machine is a DurableWaiter and the applier is idle, the
-// group is handed to it between the write and the fdatasync (handed is
-// then true), so that applying overlaps the flush; its durable channel
-// then carries the flush's outcome, always exactly once. Otherwise the
-// caller hands the group over once it is durable.
-func (m *Member) writeGroup(props []*proposal) (g group, handed bool, err error) {
-	live := props[:0]
-	for _, p := range props {
-		if err := p.ctx.Err(); err != nil {
-			p.finish(nil, err)
-			continue
-		}
-		live = append(live, p)
-	}
-	g = group{props: live}
-	if len(live) == 0 {
-		return g, false, nil
-	}
-	if m.cfg.CheckSpace != nil {
-		need := 0
-		for _, p := range live {
-			need += len(p.data)
-		}
-		if err := m.cfg.CheckSpace(int64(need)); err != nil {
-			return g, false, &notWrittenError{err}
-		}
-	}
-	// Entry.Time never goes back, even if the wall clock does.
-	now := max(m.cfg.Clock().UnixMilli(), m.lastTime)
-	index := m.committedIndex.Load()
-	counter, epoch := m.counter, m.epoch.Load()
-	g.entries = make([]Entry, len(live))
-	for i, p := range live {
-		if m.counter == math.MaxUint32 {
-			if err := m.advanceEpoch(); err != nil {
-				return g, false, err
-			}
-		}
-		m.counter++
-		index++
-		g.entries[i] = Entry{Index: index, Zxid: MakeZxid(m.epoch.Load(), m.counter), Time: now, Data: p.data}
-	}
-	var written func()
-	if m.early != nil {
-		written = func() {
-			g.durable = make(chan error, 1)
-			select {
-			case m.committed <- g:
-				handed = true
-			default:
-				g.durable = nil
-			}
-		}
-	}
-	err = m.wal.appendThen(g.entries, written)
-	if err == nil {
-		m.lastTime = now
-		m.lastZxid.Store(g.entries[len(g.entries)-1].Zxid)
-		// Before the applier may learn the group is durable, so that the
-		// applied index never passes the committed one.
-		m.committedIndex.Store(index)
-	}
-	if handed {
-		g.durable <- err
-	}
-	if err != nil && !handed && refusedForSpace(err) && m.epoch.Load() == epoch {
-		// Nothing was written: the next group reuses the zxids.
-		m.counter = counter
-	}
-	if err != nil {
-		return g, handed, fmt.Errorf("append entries %d-%d: %w", g.entries[0].Index, index, err)
-	}
-	return g, handed, nil
 }
 
 // refusedForSpace reports whether err is an append that wrote nothing
@@ -845,109 +541,10 @@ func refusedForSpace(err error) bool {
 	return errors.As(err, &nw) && diskspace.Unwritable(err)
 }
 
-// setNoSpace records why writes are refused for want of disk, or (err
-// nil) that they are not, logging each change once.
-func (m *Member) setNoSpace(err error) {
-	var old *error
-	if err == nil {
-		old = m.noSpace.Swap(nil)
-		if old != nil {
-			m.logger.Warn("log disk takes writes again; NOSPACE cleared", "was", (*old).Error())
-		}
-		return
-	}
-	old = m.noSpace.Swap(&err)
-	if old == nil {
-		m.logger.Warn("log disk full or read-only: refusing writes (NOSPACE) until it takes them again, still serving reads",
-			"err", err)
-	}
-}
-
 // NoSpace returns why this member refuses writes for want of disk (see
 // ErrNoSpace), or nil when its last write attempt succeeded.
 func (m *Member) NoSpace() error {
-	if m.rep != nil {
-		return m.rep.lw.noSpaceErr()
-	}
-	if p := m.noSpace.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
-
-// advanceEpoch moves to the next epoch when the counter is exhausted, as a
-// ZooKeeper leader does, persisting it before its first zxid is used.
-func (m *Member) advanceEpoch() error {
-	next := uint64(m.epoch.Load()) + 1
-	if next > math.MaxUint32 {
-		return errors.New("epoch space exhausted")
-	}
-	if err := writeEpochs(m.cfg.Dir, Epochs{Accepted: uint32(next), Current: uint32(next)}); err != nil {
-		return err
-	}
-	m.epoch.Store(uint32(next))
-	m.counter = 0
-	return nil
-}
-
-// runApplier applies committed groups in order and answers their
-// proposers. State machine Syncs run here too, between groups.
-func (m *Member) runApplier() {
-	defer m.wg.Done()
-	failed := false
-	for {
-		select {
-		case g, ok := <-m.committed:
-			if !ok {
-				return
-			}
-			if failed {
-				for _, p := range g.props {
-					p.finish(nil, m.stoppedErr())
-				}
-				continue
-			}
-			if err := m.applyGroup(g); err != nil {
-				failed = true
-				m.fail(err)
-				for _, p := range g.props {
-					p.finish(nil, m.stoppedErr())
-				}
-			}
-		case req := <-m.syncReqs:
-			if failed {
-				req <- syncResult{err: m.stoppedErr()}
-				continue
-			}
-			idx, err := m.sm.Sync()
-			req <- syncResult{index: idx, err: err}
-		}
-	}
-}
-
-func (m *Member) applyGroup(g group) error {
-	first, last := g.entries[0].Index, g.entries[len(g.entries)-1].Index
-	var (
-		results []Result
-		err     error
-	)
-	if g.durable != nil {
-		results, err = m.early.ApplyWhen(g.entries, func() error { return <-g.durable })
-	} else {
-		results, err = m.sm.Apply(g.entries)
-	}
-	if err != nil {
-		return fmt.Errorf("apply entries %d-%d: %w", first, last, err)
-	}
-	if len(results) != len(g.entries) {
-		return fmt.Errorf("apply entries %d-%d: state machine returned %d results for %d entries",
-			first, last, len(results), len(g.entries))
-	}
-	m.setApplied(last)
-	for i, p := range g.props {
-		p.finish(results[i], nil)
-	}
-	return nil
+	return m.rep.lw.noSpaceErr()
 }
 
 // untilStopped returns a context that ends when parent does or when the

@@ -8,23 +8,16 @@ import (
 	"slices"
 )
 
-// ErrNotReplicated refuses a membership change on a single member (one
-// started without peers): it runs no Core, and so no configuration to
-// change. Nothing was proposed.
-var ErrNotReplicated = errors.New("zab: a single member cannot change its membership")
+// ErrNotReplicated refuses a membership change on a single member
+// started with no peer address (Config.Peers empty): peers added to its
+// configuration would have no address to reach it at, so it could never
+// commit with them. Nothing was proposed.
+var ErrNotReplicated = errors.New("zab: a single member with no peer address cannot change its membership")
 
 // Membership returns this member's view of the active configuration and
-// of the pending one (nil if none); both are copies. A single member
-// reports itself as the one voter, version 0.
+// of the pending one (nil if none); both are copies.
 func (m *Member) Membership() (active Membership, pending *Membership) {
-	if m.rep != nil {
-		return m.rep.membership()
-	}
-	active = Membership{Voters: []uint64{m.cfg.ID}, LastID: m.cfg.ID}
-	if a := m.cfg.Peers[m.cfg.ID]; a != "" {
-		active.Addrs = map[uint64]string{m.cfg.ID: a}
-	}
-	return active, nil
+	return m.rep.membership()
 }
 
 // ChangeMembership proposes ch, on the leader, as the configuration that
@@ -32,11 +25,11 @@ func (m *Member) Membership() (active Membership, pending *Membership) {
 // this member, with the configuration it made active. ch.ReqID and ch.Time
 // are set here. A refusal proposes nothing: ErrNotLeader (a follower
 // forwards the change to its leader itself), ErrChangePending,
-// ErrStaleMembership, ErrNotCaughtUp, ErrNotReplicated on a single member,
-// or an error naming what is wrong with the configuration. If ctx ends
+// ErrStaleMembership, ErrNotCaughtUp, ErrNotReplicated on a single member
+// with no peer address, or an error naming what is wrong with the configuration. If ctx ends
 // first, the change may still commit.
 func (m *Member) ChangeMembership(ctx context.Context, ch MembershipChange) (Membership, error) {
-	if m.rep == nil {
+	if m.rep.noAddress {
 		return Membership{}, ErrNotReplicated
 	}
 	if err := ctx.Err(); err != nil {

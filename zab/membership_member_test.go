@@ -292,6 +292,82 @@ func TestMembershipChangesWithRealMembers(t *testing.T) {
 	}
 }
 
+// A single member started with its own peer address is the one voter of
+// its ensemble and grows like any other: it applies its writes during
+// their flush while alone, an observer joins it on an empty disk, is
+// promoted, and the two then commit together, across restarts.
+func TestSingleMemberGrows(t *testing.T) {
+	for _, tcp := range []bool{false, true} {
+		t.Run(map[bool]string{false: "mem", true: "tcp"}[tcp], func(t *testing.T) {
+			c := newCluster(t, 1, 0)
+			if tcp {
+				ports := testenv.FreePorts(t, 3)
+				c.peers[1] = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
+				c.spare = ports[1:]
+			}
+			c.tweak = func(cfg *Config) {
+				if tcp {
+					cfg.Transport = nil
+				}
+				cfg.MaxDiffEntries = 4
+				cfg.Join = cfg.ID > 1
+			}
+			c.startAll()
+			if l := c.leader(); l != 1 {
+				t.Fatalf("leader %d, want the single member 1", l)
+			}
+			n := 0
+			write := func(on uint64) {
+				t.Helper()
+				n++
+				c.propose(on, fmt.Sprintf("w%d", n))
+			}
+			for range 10 {
+				write(1)
+			}
+			if c.nodes[1].sm.early.Load() == 0 {
+				t.Fatal("the single member handed no write to its state machine before its flush")
+			}
+
+			c.addNode(2)
+			c.change("add observer 2", func(v, o []uint64) ([]uint64, []uint64) {
+				if !slices.Contains(o, 2) {
+					o = append(o, 2)
+				}
+				return v, o
+			}, 1)
+			c.start(2)
+			eventually(t, "member 2 to observe", func() bool { return c.nodes[2].m.Status().Role == RoleObserver })
+			write(2)
+			c.converge(uint64(n))
+			if c.nodes[2].sm.base == nil {
+				t.Fatal("member 2 joined on an empty disk without a snapshot")
+			}
+
+			conf := c.change("promote 2", func(v, o []uint64) ([]uint64, []uint64) {
+				if slices.Contains(o, 2) {
+					v, o = append(v, 2), without(o, 2)
+				}
+				return v, o
+			}, 1, 2)
+			if !slices.Equal(conf.Voters, []uint64{1, 2}) {
+				t.Fatalf("configuration %s after promoting 2", conf.String())
+			}
+			eventually(t, "member 2 to follow or lead", func() bool {
+				r := c.nodes[2].m.Status().Role
+				return r == RoleFollower || r == RoleLeader
+			})
+			write(1)
+			write(2)
+			c.restartAll()
+			l := c.leader()
+			write(l)
+			write(without([]uint64{1, 2}, l)[0])
+			c.converge(uint64(n))
+		})
+	}
+}
+
 // removed waits until member id says it is removed, and checks that it
 // takes no writes.
 func (c *cluster) removed(id uint64) {

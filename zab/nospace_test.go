@@ -255,27 +255,50 @@ func TestLogWriterHoldsEntriesWhileTheDiskIsFull(t *testing.T) {
 func TestMemberOnAFullTmpfs(t *testing.T) {
 	dir := testenv.MountTmpfs(t, 1<<20)
 	logDir := filepath.Join(dir, "log")
-	m := openT(t, Config{Dir: logDir, SegmentSize: 64 << 10}, &memSM{})
+	m := openT(t, Config{Dir: logDir, SegmentSize: 64 << 10, NoSpaceRetry: 10 * time.Millisecond}, &memSM{})
 	proposeN(t, m, 3)
 	filler := filepath.Join(dir, "filler")
 	testenv.FillDisk(t, filler)
-	var acked []string
-	for i := 1; ; i++ {
-		data := fmt.Sprintf("fill%d-%s", i, strings.Repeat("x", 1000))
-		_, err := m.Propose(context.Background(), []byte(data))
-		if errors.Is(err, ErrNoSpace) {
-			if !errors.Is(err, unix.ENOSPC) {
-				t.Fatalf("refusal does not say ENOSPC: %v", err)
-			}
-			break
-		}
-		if err != nil {
-			t.Fatalf("Propose %d: %v", i, err)
-		}
-		acked = append(acked, data)
+	// Proposals commit until one finds the disk full: the writer holds it
+	// (it is in the Core's log already) and tries again until the disk
+	// takes it, while new proposals are refused.
+	var (
+		acked    []string
+		held     chan error
+		heldData string
+	)
+	for i := 1; held == nil; i++ {
 		if i > 1000 {
 			t.Fatal("the log never ran out of space")
 		}
+		data := fmt.Sprintf("fill%d-%s", i, strings.Repeat("x", 1000))
+		pd, err := m.Submit(context.Background(), []byte(data))
+		if err != nil {
+			t.Fatalf("Submit %d: %v", i, err)
+		}
+		res := make(chan error, 1)
+		go func() { _, err := pd.Wait(context.Background()); res <- err }()
+	wait:
+		for {
+			select {
+			case err := <-res:
+				if err != nil {
+					t.Fatalf("Propose %d: %v", i, err)
+				}
+				acked = append(acked, data)
+				break wait
+			default:
+			}
+			if m.NoSpace() != nil {
+				held, heldData = res, data
+				break wait
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	_, err := m.Propose(context.Background(), []byte("refused"))
+	if !errors.Is(err, ErrNoSpace) || !errors.Is(err, unix.ENOSPC) {
+		t.Fatalf("Propose while the disk is full: %v, want ErrNoSpace wrapping ENOSPC", err)
 	}
 	if m.Err() != nil || m.NoSpace() == nil {
 		t.Fatalf("after ENOSPC: Err %v, NoSpace %v; want running and NoSpace set", m.Err(), m.NoSpace())
@@ -283,6 +306,10 @@ func TestMemberOnAFullTmpfs(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
+	if err := <-held; err != nil {
+		t.Fatalf("the proposal held while the disk was full: %v", err)
+	}
+	acked = append(acked, heldData)
 	proposeT(t, m, "after")
 	if m.NoSpace() != nil {
 		t.Fatalf("NoSpace after a write succeeded: %v", m.NoSpace())

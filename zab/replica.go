@@ -8,17 +8,25 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// replica drives a Core for a member with peers: it owns the transport,
-// the log writer, the applier, the epoch file, the waiting callers and
-// time. One goroutine (run) feeds the Core its inputs (messages, ticks,
-// local requests, what the writer reports durable, snapshots taken), then
-// takes the Core's Ready and carries it out in the order Ready's comment
-// gives; the Core decides everything else.
+// replica drives a member's Core, a single member's included: it owns the
+// transport, the log writer, the applier, the epoch file, the waiting
+// callers and time. One goroutine (run) feeds the Core its inputs
+// (messages, ticks, local requests, what the writer reports durable,
+// snapshots taken), then takes the Core's Ready and carries it out in the
+// order Ready's comment gives; the Core decides everything else.
+//
+// One thing the driver adds for a leader that is the only voter (see
+// lone): it hands its new entries to the applier as it hands them to the
+// writer, so that a DurableWaiter state machine applies them while the
+// log's fdatasync runs (see handEarly).
 type replica struct {
 	m      *Member
 	cfg    Config
@@ -30,6 +38,14 @@ type replica struct {
 	ownsTr bool
 	id     uint64
 	core   *Core
+	// early is sm as a DurableWaiter, or nil.
+	early DurableWaiter
+	// noAddress is set for a member with no peer address: it runs with
+	// no transport and cannot change its membership.
+	noAddress bool
+	// lone is set by the loop while this member leads as the only voter
+	// of every configuration in play (Core.LoneLeader).
+	lone atomic.Bool
 
 	inbox chan loopEvent
 	apply applyQueue
@@ -51,6 +67,7 @@ type replica struct {
 	rpcs         map[uint64]*rpcWait // local ReadIndex and Call, by request ID
 	rpcSeq       uint64
 	written      uint64    // the last index handed to the writer or installed
+	handed       uint64    // the last index handed to the applier
 	hbRound      uint64    // the latest heartbeat round sent
 	hbSentAt     time.Time // when it went out, for PeerRoundTrip
 	lookingSince time.Time // when this member last started looking for a leader
@@ -65,6 +82,9 @@ type loopEvent struct {
 	transfer *rpcWait // a leader transfer to transferTo
 	// transferTo is the target of transfer.
 	transferTo uint64
+	// onLoop, if set, runs on the loop with the Core (tests set up states
+	// that take billions of entries to reach this way).
+	onLoop func(*Core)
 }
 
 type rpcWait struct {
@@ -91,9 +111,19 @@ func restoredBase(index uint64) logBase {
 	return logBase{index: index, zxid: MakeZxid(0, uint32(index))}
 }
 
-func openReplicated(cfg Config, sm StateMachine, lock *dirLock) (*Member, error) {
+func openMember(cfg Config, sm StateMachine, lock *dirLock) (*Member, error) {
 	ep, w, applied, err := openLog(cfg, sm)
 	if err != nil {
+		return nil, err
+	}
+	// The last configuration this member applied, if it persisted one,
+	// names the ensemble; the configured peers only start a new one (or,
+	// joining, say where to find it).
+	conf, err := readMembership(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if applied, err = replayLone(cfg, sm, w, conf, applied); err != nil {
 		return nil, err
 	}
 	switch {
@@ -121,13 +151,6 @@ func openReplicated(cfg Config, sm StateMachine, lock *dirLock) (*Member, error)
 			return nil, err
 		}
 	}
-	// The last configuration this member applied, if it persisted one,
-	// names the ensemble; the configured peers only start a new one (or,
-	// joining, say where to find it).
-	conf, err := readMembership(cfg.Dir)
-	if err != nil {
-		return nil, err
-	}
 	all := make(map[uint64]string)
 	for id, a := range cfg.Peers {
 		all[id] = a
@@ -137,7 +160,13 @@ func openReplicated(cfg Config, sm StateMachine, lock *dirLock) (*Member, error)
 	}
 	tr := cfg.Transport
 	owns := false
-	if tr == nil {
+	noAddress := tr == nil && all[cfg.ID] == ""
+	switch {
+	case noAddress && (len(all) > 1 || conf != nil && len(conf.members()) > 1):
+		return nil, fmt.Errorf("member %d has no peer address, and other members to reach", cfg.ID)
+	case noAddress:
+		tr, owns = newNoTransport(), true
+	case tr == nil:
 		peers := all
 		if conf != nil {
 			peers = conf.Addrs
@@ -161,14 +190,13 @@ func openReplicated(cfg Config, sm StateMachine, lock *dirLock) (*Member, error)
 		roles:    newRoleFeed(),
 	}
 	m.appliedIndex.Store(applied)
-	m.committedIndex.Store(applied)
 	m.lastZxid.Store(w.lastZxid)
 	m.epoch.Store(ep.Current)
 
 	var seed [24]byte
 	rand.Read(seed[:])
 	r := &replica{
-		m: m, cfg: cfg, log: cfg.Logger, wal: w, sm: sm, tr: tr, ownsTr: owns, id: cfg.ID,
+		m: m, cfg: cfg, log: cfg.Logger, wal: w, sm: sm, tr: tr, ownsTr: owns, id: cfg.ID, noAddress: noAddress,
 		inbox:   make(chan loopEvent, 4096),
 		waiters: make(map[uint64]*proposal),
 		reqSeq:  binary.LittleEndian.Uint64(seed[:8]) >> 1, // unique across restarts in practice
@@ -203,7 +231,9 @@ func openReplicated(cfg Config, sm StateMachine, lock *dirLock) (*Member, error)
 	if err != nil {
 		return nil, err
 	}
+	r.early, _ = sm.(DurableWaiter)
 	r.written = w.lastIndex
+	r.handed = applied
 	r.apply.init()
 	r.lw = newLogWriter(w, w.lastIndex, cfg.CheckSpace, cfg.NoSpaceRetry)
 	m.rep = r
@@ -232,6 +262,74 @@ func openReplicated(cfg Config, sm StateMachine, lock *dirLock) (*Member, error)
 	}
 	go m.supervise()
 	return m, nil
+}
+
+// replayLone applies, at start-up, the log of a member that is the only
+// voter of its configuration, and returns the new applied index. Every
+// entry on such a member's disk is committed (a lone voter's write is its
+// quorum): its Core, leading at once, would commit them all in its first
+// Ready anyway. Applying them here first lets a Skipper state machine say
+// whether it holds writes above the end of the log: entries applied
+// during their flush (see handEarly) can outlive the log's copy in a
+// power loss. The new log then starts above them, so that no index is
+// ever reused for different entries. A tail holding a membership change
+// may hold a pending change: that is left to the Core.
+func replayLone(cfg Config, sm StateMachine, w *wal, conf *Membership, applied uint64) (uint64, error) {
+	voters := slices.Collect(maps.Keys(cfg.Peers))
+	if conf != nil {
+		voters = conf.Voters
+	}
+	if len(voters) != 1 || voters[0] != cfg.ID || (cfg.Join && conf == nil) {
+		return applied, nil
+	}
+	if w.lastIndex > applied {
+		change := false
+		err := w.read(applied+1, w.lastIndex, replayBatchEntries, func(batch []Entry) error {
+			change = change || slices.ContainsFunc(batch, func(e Entry) bool { return e.Kind == EntryMembership })
+			return nil
+		})
+		if err != nil || change {
+			return applied, err
+		}
+		err = w.read(applied+1, w.lastIndex, replayBatchEntries, func(batch []Entry) error {
+			if _, err := sm.Apply(batch); err != nil {
+				return fmt.Errorf("replay entries %d-%d: %w", batch[0].Index, batch[len(batch)-1].Index, err)
+			}
+			return nil
+		})
+		if err != nil {
+			return applied, err
+		}
+		cfg.Logger.Info("replayed log", "from", applied+1, "to", w.lastIndex)
+		applied = w.lastIndex
+	}
+	if sk, ok := sm.(Skipper); ok {
+		if c := sk.Ceiling(); c > max(w.lastIndex, applied) {
+			cfg.Logger.Warn("state machine holds writes above the end of the log; skipping their indexes",
+				"log_last_index", w.lastIndex, "ceiling", c)
+			if err := sk.SkipTo(c); err != nil {
+				return applied, fmt.Errorf("skip to %d: %w", c, err)
+			}
+			applied = c
+		}
+	}
+	return applied, nil
+}
+
+// noTransport is the transport of a member with no peer address: nobody
+// can reach it, and it sends to nobody.
+type noTransport struct {
+	recv chan Envelope
+	once sync.Once
+}
+
+func newNoTransport() *noTransport { return &noTransport{recv: make(chan Envelope)} }
+
+func (t *noTransport) Send(uint64, Message)     {}
+func (t *noTransport) Receive() <-chan Envelope { return t.recv }
+func (t *noTransport) Close() error {
+	t.once.Do(func() { close(t.recv) })
+	return nil
 }
 
 // walReader is the Core's view of the durable log.
@@ -263,7 +361,7 @@ func (r *replica) submit(ctx context.Context, data []byte, leaderEpoch uint32) (
 // protocol loop.
 func (r *replica) enqueue(p *proposal) error {
 	m := r.m
-	if err := r.lw.noSpaceErr(); err != nil {
+	if err := r.lw.holding(); err != nil {
 		// This member could not log (or so apply) the entry: refuse it
 		// here rather than commit it elsewhere and wait.
 		return fmt.Errorf("%w: %w", ErrNoSpace, err)
@@ -349,6 +447,9 @@ func (r *replica) statusOf(stopped bool) Status {
 	s := r.status
 	r.smu.Unlock()
 	s.AppliedIndex = r.m.appliedIndex.Load()
+	// Whatever is applied is committed, even before the loop hears that a
+	// lone leader's early-applied entries are durable.
+	s.CommittedIndex = max(s.CommittedIndex, s.AppliedIndex)
 	s.FirstIndex = r.wal.firstIndex()
 	s.Segments = r.wal.segmentCount()
 	s.Stopped = stopped
@@ -366,6 +467,7 @@ func (r *replica) run() {
 	defer stopTick()
 	recv := r.tr.Receive()
 	defer func() {
+		r.commitOnStop()
 		r.failWaiters(m.stoppedErr())
 		for id, w := range r.rpcs {
 			w.done <- rpcResult{err: m.stoppedErr()}
@@ -430,6 +532,26 @@ func (r *replica) run() {
 	}
 }
 
+// commitOnStop lets the writer finish the append in progress, then
+// hands the applier what that commits: for a lone leader, everything the
+// log holds. A stopping single member so applies and answers every
+// proposal its log took, and a proposal fails with ErrStopped only if its
+// entry is not in the log. Elsewhere the Core commits nothing more here.
+func (r *replica) commitOnStop() {
+	r.lw.close()
+	<-r.lw.exited
+	d, err := r.lw.state()
+	if err != nil {
+		return
+	}
+	r.core.LogDurable(d)
+	rd := r.core.Ready()
+	if rd.Membership != nil {
+		return // a change must reach its file first; the next start applies it
+	}
+	r.handCommitted(rd.Committed)
+}
+
 // logDurable passes on what the writer reports durable. A write error
 // stops the member.
 func (r *replica) logDurable() bool {
@@ -469,18 +591,7 @@ func (r *replica) carryOut(rd Ready) error {
 	// that a caller who waited for that index reads the configuration.
 	r.publishMembership()
 	// Committed entries to the applier.
-	if len(rd.Committed) > 0 {
-		r.wmu.Lock()
-		for _, e := range rd.Committed {
-			if e.Origin == r.id {
-				if p := r.waiters[e.ReqID]; p != nil {
-					p.dispatched = true
-				}
-			}
-		}
-		r.wmu.Unlock()
-		r.apply.push(applyItem{entries: rd.Committed})
-	}
+	r.handCommitted(rd.Committed)
 	// 4. Epochs, before any message of this Ready.
 	if rd.Epochs != nil {
 		if err := writeEpochs(r.cfg.Dir, *rd.Epochs); err != nil {
@@ -492,6 +603,8 @@ func (r *replica) carryOut(rd Ready) error {
 		r.lw.enqueue(rd.Entries)
 		r.written = rd.Entries[len(rd.Entries)-1].Index
 	}
+	r.lone.Store(r.core.LoneLeader())
+	r.handEarly(rd.Entries)
 	// 6. Messages, to the members of the configurations in play.
 	r.publishMembership() // a change appended by this Ready is pending
 	if rd.HeartbeatRound != 0 {
@@ -548,6 +661,52 @@ func (r *replica) carryOut(rd Ready) error {
 	return nil
 }
 
+// hand passes entries on to the applier; their proposals are then
+// answered by the applier, not by failWaiters.
+func (r *replica) hand(it applyItem) {
+	r.wmu.Lock()
+	for _, e := range it.entries {
+		if e.Origin == r.id {
+			if p := r.waiters[e.ReqID]; p != nil {
+				p.dispatched = true
+			}
+		}
+	}
+	r.wmu.Unlock()
+	r.apply.push(it)
+	r.handed = it.entries[len(it.entries)-1].Index
+}
+
+// handCommitted hands committed entries to the applier, but for those
+// it was handed early.
+func (r *replica) handCommitted(ents []Entry) {
+	for len(ents) > 0 && ents[0].Index <= r.handed {
+		ents = ents[1:]
+	}
+	if len(ents) > 0 {
+		r.hand(applyItem{entries: ents})
+	}
+}
+
+// handEarly hands a lone leader's new entries, just handed to the writer,
+// to a DurableWaiter state machine at once, so that it applies them while
+// the log's fdatasync runs; the applier's durable waits for the writer to
+// report them on disk. That is safe because a lone voter's write is its
+// quorum: once its own log holds the entries they are committed, which is
+// what the Core will say a moment later (those Committed entries are then
+// not handed again), and ApplyWhen shows nothing before durable returns.
+// If the write fails the member stops, with nothing of the entries
+// visible. What it cannot prevent is a power loss keeping the state
+// machine's writes and losing the log's: replayLone handles that at
+// start-up (see Skipper). Entries are handed early only in order: right
+// after everything before them was handed.
+func (r *replica) handEarly(ents []Entry) {
+	if r.early == nil || len(ents) == 0 || !r.lone.Load() || ents[0].Index != r.handed+1 {
+		return
+	}
+	r.hand(applyItem{entries: ents, early: true})
+}
+
 // drainLog waits until everything handed to the writer is durable, so
 // that the log may then be changed or named. It reports false if the
 // member is stopping or the writer failed.
@@ -591,6 +750,7 @@ func (r *replica) installSync(s *SyncInstall) error {
 		if err := r.wal.resetAt(logBase{index: sn.Index, zxid: sn.Zxid}); err != nil {
 			return fmt.Errorf("restart log after snapshot %d: %w", sn.Index, err)
 		}
+		r.handed = max(r.handed, sn.Index)
 		r.resetLog(sn.Index)
 		r.log.Info("installed snapshot", "id", r.id, "index", sn.Index, "zxid", FormatZxid(sn.Zxid), "bytes", len(sn.Data))
 	case s.Truncate:
@@ -674,6 +834,8 @@ func (r *replica) handleEvent(ev loopEvent) {
 		r.core.Call(r.rpcSeq, ev.call.payload)
 	case ev.snap != nil:
 		r.core.SnapshotTaken(*ev.snap)
+	case ev.onLoop != nil:
+		ev.onLoop(r.core)
 	case ev.transfer != nil:
 		r.rpcSeq++
 		r.rpcs[r.rpcSeq] = ev.transfer
@@ -690,6 +852,16 @@ func (r *replica) handleProposal(p *proposal) {
 			p.finish(nil, err)
 		}
 		return
+	}
+	if r.lone.Load() && p.change == nil {
+		// A lone leader refuses what its disk cannot take before it enters
+		// the log, as nobody else could log it instead.
+		if err := r.lw.checkSpace(len(p.data)); err != nil {
+			if r.takeWaiter(p.reqID) != nil {
+				p.finish(nil, fmt.Errorf("%w: %w", ErrNoSpace, err))
+			}
+			return
+		}
 	}
 	now := r.cfg.Clock().UnixMilli()
 	if ch := p.change; ch != nil {
@@ -711,6 +883,8 @@ func (r *replica) takeIfGone(p *proposal) bool {
 
 type applyItem struct {
 	entries []Entry
+	// early marks entries handed before they are durable (see handEarly).
+	early   bool
 	snap    *SnapshotRequest
 	restore *restoreRequest
 }
@@ -778,13 +952,22 @@ func (r *replica) runApplier() {
 				// Merge consecutive entry batches into one Apply.
 				if items[i].entries != nil {
 					batch := items[i].entries
+					var durable uint64 // the last entry handed early
+					if items[i].early {
+						durable = batch[len(batch)-1].Index
+					}
 					for i+1 < len(items) && items[i+1].entries != nil && len(batch) < replayBatchEntries {
 						i++
 						batch = append(batch, items[i].entries...)
+						if items[i].early {
+							durable = batch[len(batch)-1].Index
+						}
 					}
-					if err := r.applyEntries(batch); err != nil {
+					if err := r.applyEntries(batch, durable); err != nil {
 						failed = true
-						m.fail(err)
+						if !errors.Is(err, ErrStopped) {
+							m.fail(err)
+						}
 					}
 					continue
 				}
@@ -807,7 +990,10 @@ func (r *replica) runApplier() {
 	}
 }
 
-func (r *replica) applyEntries(ents []Entry) error {
+// applyEntries applies ents; when durable is not 0, entries up to it were
+// handed before they were on disk, and the state machine is told to wait
+// for that (see handEarly).
+func (r *replica) applyEntries(ents []Entry, durable uint64) error {
 	first, last := ents[0].Index, ents[len(ents)-1].Index
 	if applied := r.m.appliedIndex.Load(); first != applied+1 {
 		if last <= applied {
@@ -815,7 +1001,15 @@ func (r *replica) applyEntries(ents []Entry) error {
 		}
 		return fmt.Errorf("apply entries %d-%d after applied index %d: not contiguous", first, last, applied)
 	}
-	results, err := r.sm.Apply(ents)
+	var (
+		results []Result
+		err     error
+	)
+	if durable != 0 {
+		results, err = r.early.ApplyWhen(ents, func() error { return r.lw.waitDurable(durable) })
+	} else {
+		results, err = r.sm.Apply(ents)
+	}
 	if err != nil {
 		return fmt.Errorf("apply entries %d-%d: %w", first, last, err)
 	}

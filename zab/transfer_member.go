@@ -2,7 +2,6 @@ package zab
 
 import (
 	"context"
-	"fmt"
 )
 
 // TransferLeadership hands this member's leadership to target, a voter
@@ -20,13 +19,6 @@ import (
 // or a normal election follows. If ctx ends first, the transfer goes on
 // without the caller.
 func (m *Member) TransferLeadership(ctx context.Context, target uint64) error {
-	if m.rep == nil {
-		// A single member is the one voter of its ensemble.
-		if target != m.cfg.ID {
-			return fmt.Errorf("%w: member %d", ErrBadTransferee, target)
-		}
-		return nil
-	}
 	w := &rpcWait{done: make(chan rpcResult, 1)}
 	_, err := m.rep.rpc(ctx, loopEvent{transfer: w, transferTo: target}, w)
 	return err

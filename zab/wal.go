@@ -439,12 +439,7 @@ func (w *wal) openSegment(first uint64) error {
 // relies on (see scanSegment), as it does on nothing else being written
 // before that fdatasync returns. After an error the log's on-disk tail is
 // unknown and the caller must stop writing.
-func (w *wal) append(entries []Entry) error { return w.appendThen(entries, nil) }
-
-// appendThen is append that calls written, if not nil, once the entries
-// are written and before they are flushed: a single member starts applying
-// them then (see DurableWaiter). written is not called if the write fails.
-func (w *wal) appendThen(entries []Entry, written func()) error {
+func (w *wal) append(entries []Entry) error {
 	if len(entries) == 0 {
 		return nil
 	}
@@ -468,9 +463,6 @@ func (w *wal) appendThen(entries []Entry, written func()) error {
 		return &notWrittenError{err}
 	}
 	w.activeEnd += int64(len(w.buf))
-	if written != nil {
-		written()
-	}
 	start := time.Now()
 	if err := w.active.Datasync(); err != nil {
 		return fmt.Errorf("sync log: %w", err)

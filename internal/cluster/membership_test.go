@@ -65,9 +65,13 @@ type membershipOptions struct {
 	joins bool
 	// args are extra flags for every member.
 	args []string
+	// single starts one member, with --peers naming only itself, rather
+	// than three.
+	single bool
 }
 
-// startMembershipRun starts a 3-process ensemble and the workload on it.
+// startMembershipRun starts a 3-process ensemble (or a single member) and
+// the workload on it.
 // The workload stops (and its clients are waited for) when the test ends,
 // whether it passes or not.
 func startMembershipRun(t *testing.T, o membershipOptions) *membershipRun {
@@ -75,7 +79,11 @@ func startMembershipRun(t *testing.T, o membershipOptions) *membershipRun {
 	if o.joins {
 		args = append([]string{"--max-diff-entries", fmt.Sprint(joinMaxDiff)}, args...)
 	}
-	c := Start(t, Options{Binary: binary, Nodes: 3, Args: args})
+	nodes := 3
+	if o.single {
+		nodes = 1
+	}
+	c := Start(t, Options{Binary: binary, Nodes: nodes, SelfPeer: o.single, Args: args})
 	mustLeader(t, c)
 	ctx, ctxCancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	if o.joins {
@@ -450,6 +458,22 @@ func TestClusterMemberAddPromoteRemove(t *testing.T) {
 	r.remove(2)
 	r.expectMembers([]int{0, 1, n4}, nil)
 	r.settle("member remove of node 3", before)
+	r.finish()
+}
+
+// TestClusterSingleMemberGrows grows a single member started with --peers
+// naming only itself to three voters under load, as the README says an
+// operator does: each new member added as a learner, started on an empty
+// disk (it catches up by snapshot) and promoted.
+func TestClusterSingleMemberGrows(t *testing.T) {
+	r := startMembershipRun(t, membershipOptions{single: true, clients: 1, joins: true})
+	for range 2 {
+		before := r.res.Acks()
+		i := r.add(true)
+		r.promote(i)
+		r.settle(fmt.Sprintf("node %d added and promoted", r.c.Nodes[i].ID), before)
+	}
+	r.expectMembers([]int{0, 1, 2}, nil)
 	r.finish()
 }
 

@@ -42,6 +42,10 @@ type Options struct {
 	Binary string
 	// Nodes is the ensemble size (default 3).
 	Nodes int
+	// SelfPeer gives a single node --peers naming only itself, so that it
+	// has a peer address and can grow; without it a single node runs with
+	// no peers.
+	SelfPeer bool
 	// Args are extra flags for every node.
 	Args []string
 	// ReadyTimeout bounds how long a node may take to answer /health
@@ -125,7 +129,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 		etcds = append(etcds, fmt.Sprintf("%d=%s", id, n.EtcdAddr))
 		zks = append(zks, fmt.Sprintf("%d=%s", id, n.ZKAddr))
 	}
-	if opts.Nodes > 1 {
+	if opts.Nodes > 1 || opts.SelfPeer {
 		args := []string{"--peers", strings.Join(peers, ","), "--peer-etcd", strings.Join(etcds, ","), "--peer-zk", strings.Join(zks, ",")}
 		for _, n := range c.Nodes {
 			n.ensemble = args
