@@ -647,6 +647,7 @@ func (c *Core) LogDurable(index uint64) {
 	if fs := c.fs; fs != nil && fs.phase >= fSynced {
 		c.send(c.leader, Message{Type: MsgAck, Epoch: fs.epoch, Seq: fs.seq, Index: c.durable})
 	}
+	c.startAwaitedSyncs()
 }
 
 // SnapshotTaken answers a SnapshotRequest.

@@ -45,6 +45,10 @@ type peerState struct {
 	// its SYNC waits for the epoch quorum.
 	epochAcked        bool
 	ackZxid, ackIndex uint64
+	// syncAwaits, when not 0, is the index the leader's own log must be
+	// durable through before this peer's SYNC is decided (see startSync);
+	// LogDurable starts it.
+	syncAwaits uint64
 	// readsV2 says its last FOLLOWERINFO announced that it decodes
 	// message version 2 (FlagReadsV2); a membership change waits for it.
 	readsV2 bool
@@ -344,11 +348,34 @@ func (c *Core) startSync(id uint64, ps *peerState, fz, fi uint64) {
 		ps.phase = pSnapping
 		c.rd.SnapshotRequests = append(c.rd.SnapshotRequests, SnapshotRequest{Peer: id, Nonce: ps.nonce})
 	}
+	// The SYNC must not cut anything the follower holds that is in the
+	// leader's history. A leader proposes while its own write is in
+	// flight, so a quorum of followers can commit entries the leader has
+	// not yet made durable. Basing the SYNC at the leader's durable index
+	// would then tell a follower whose log reaches above it to TRUNC
+	// committed entries (it refuses and stops); nor can the SYNC carry
+	// entries the leader may still lose. So the peer waits, in pInfo with
+	// its ACKEPOCH remembered, until the leader's log is durable through
+	// the follower's last entry, and LogDurable starts its sync. The index
+	// waited for is fixed when the wait begins and is at most the leader's
+	// last index, so the wait ends even under load; entries the follower
+	// holds beyond the leader's whole log are not in its history, and are
+	// cut then, as when nothing is in flight.
+	if want := c.indexInFlightAtOrBelow(fz); want > c.durable {
+		if ps.syncAwaits == 0 {
+			c.log.Debug("sync waits for the leader's own log", "follower", id, "index", want, "durable", c.durable)
+		}
+		ps.phase, ps.syncAwaits = pInfo, want
+		return
+	}
+	ps.syncAwaits = 0
 	k, ok := c.rl.IndexAtOrBelow(fz)
 	if !ok {
 		snap("its last zxid is in trimmed history")
 		return
 	}
+	// The log reader may know entries not yet durable: the SYNC carries
+	// only durable ones (the wait above makes this cut nothing).
 	k = min(k, c.durable)
 	kz, _ := c.zxidAt(k)
 	msg := Message{Type: MsgSync, Epoch: ls.epoch, Nonce: ps.nonce, Commit: c.commit, Index: k, Zxid: kz, Membership: c.syncMembership()}
@@ -376,6 +403,46 @@ func (c *Core) startSync(id uint64, ps *peerState, fz, fi uint64) {
 	}
 	msg.Entries = ents
 	c.sendSync(id, ps, msg)
+}
+
+// indexInFlightAtOrBelow returns the highest index of the leader's whole
+// log, entries handed to the writer or still pending included, whose zxid
+// is at most zxid, when that is above the durable index; otherwise the
+// durable index.
+func (c *Core) indexInFlightAtOrBelow(zxid uint64) uint64 {
+	if c.lastIndex <= c.durable {
+		return c.durable
+	}
+	if dz, _ := c.zxidAt(c.durable); zxid <= dz {
+		return c.durable
+	}
+	if zxid >= c.lastZxid {
+		return c.lastIndex
+	}
+	k := c.durable
+	for _, ents := range [][]Entry{c.tail, c.pending} {
+		for _, e := range ents {
+			if e.Index > k && e.Zxid <= zxid {
+				k = e.Index
+			}
+		}
+	}
+	return k
+}
+
+// startAwaitedSyncs starts the SYNCs that waited for the leader's own log
+// to become durable (see startSync).
+func (c *Core) startAwaitedSyncs() {
+	ls := c.ls
+	if ls == nil || !ls.currentSaved {
+		return
+	}
+	for _, id := range c.sortedPeers() {
+		ps := ls.peers[id]
+		if ps.phase == pInfo && ps.epochAcked && ps.syncAwaits != 0 && ps.syncAwaits <= c.durable {
+			c.startSync(id, ps, ps.ackZxid, ps.ackIndex)
+		}
+	}
 }
 
 func (c *Core) sendSync(id uint64, ps *peerState, msg Message) {

@@ -10,7 +10,11 @@ import (
 
 // Simulated latencies, in virtual milliseconds.
 const (
-	maxFsync      = 60 // the slowest disk's fdatasync
+	maxFsync = 60 // the slowest disk's fdatasync
+	// slowFsync is the slowest fdatasync of the one lagging disk some runs
+	// have (see newSim): longer than an election timeout, as a leader's
+	// 2 s fdatasync was seen in a process test.
+	slowFsync     = 2000
 	maxApplyDelay = 10 // until the applier takes its queue
 	electionTicks = 10 // the default 1 s election timeout over a 100 ms tick
 	maxDiff       = 64 // entries a DIFF may carry; more behind gets a SNAP

@@ -321,6 +321,12 @@ func TestTraces(t *testing.T) {
 		// the end-of-run check, made in between, read only the leader's
 		// active configuration, which still named member 1.
 		{"removefollower.trace", Options{}, ""},
+		// A leader's disk lagged (a run with one slow fdatasync) while its
+		// followers committed its entries; a member that restarted after
+		// a power cut synchronized again, and the SYNC, based at the
+		// leader's durable index, truncated committed entries from its
+		// log (issue 16).
+		{"slowleader.trace", Options{}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
