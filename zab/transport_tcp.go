@@ -109,7 +109,9 @@ type tcpPeer struct {
 	addr   string
 	q      chan Message
 	retire chan struct{} // closed when the peer leaves: send what is queued, then stop
-	done   chan struct{} // closed when its sender has stopped
+	// stopped says its sender (of a peer that left) has stopped or is
+	// stopping with nothing queued; guarded by TCPTransport.pmu.
+	stopped bool
 }
 
 const (
@@ -180,7 +182,7 @@ func (t *TCPTransport) setPeers(peers map[uint64]string, change bool) {
 		if id == t.cfg.ID || t.peers[id] != nil {
 			continue
 		}
-		p := &tcpPeer{id: id, addr: addr, q: make(chan Message, t.cfg.QueueSize), retire: make(chan struct{}), done: make(chan struct{})}
+		p := &tcpPeer{id: id, addr: addr, q: make(chan Message, t.cfg.QueueSize), retire: make(chan struct{})}
 		if !t.startSender(p) {
 			return // closed
 		}
@@ -224,19 +226,32 @@ func (t *TCPTransport) sendToFormer(to uint64, m Message) {
 	if p == nil {
 		return
 	}
-	select {
-	case <-p.done:
-		p = &tcpPeer{id: to, addr: p.addr, q: make(chan Message, t.cfg.QueueSize), retire: p.retire, done: make(chan struct{})}
+	if p.stopped {
+		p = &tcpPeer{id: to, addr: p.addr, q: make(chan Message, t.cfg.QueueSize), retire: p.retire}
 		if !t.startSender(p) {
 			return
 		}
 		t.former[to] = p
-	default:
 	}
 	select {
 	case p.q <- m:
 	default:
 	}
+}
+
+// stopRetired marks the sender of p, a peer that left, as stopping, and
+// reports whether it may: only with nothing queued unless drop, checked
+// under pmu, which sendToFormer holds while it queues, so that an answer
+// to a former member is never queued to a sender already on its way out
+// (the next one starts a new sender instead).
+func (t *TCPTransport) stopRetired(p *tcpPeer, drop bool) bool {
+	t.pmu.Lock()
+	defer t.pmu.Unlock()
+	if !drop && len(p.q) > 0 {
+		return false
+	}
+	p.stopped = true
+	return true
 }
 
 // Send implements Transport.
@@ -466,7 +481,6 @@ func certNames(st tls.ConnectionState, id uint64) error {
 // runSender owns the outbound connection to one peer.
 func (t *TCPTransport) runSender(p *tcpPeer) {
 	defer t.wg.Done()
-	defer close(p.done)
 	backoff := 50 * time.Millisecond
 	var c net.Conn
 	var bw *bufio.Writer
@@ -486,7 +500,10 @@ func (t *TCPTransport) runSender(p *tcpPeer) {
 			select {
 			case m = <-p.q:
 			default:
-				return // everything queued before it left is sent
+				if t.stopRetired(p, false) {
+					return // everything queued before it left is sent
+				}
+				continue // an answer was queued meanwhile
 			}
 		}
 		for c == nil {
@@ -507,6 +524,7 @@ func (t *TCPTransport) runSender(p *tcpPeer) {
 			t.log.Debug("dial peer", "peer", p.id, "addr", p.addr, "err", err)
 			select {
 			case <-p.retire:
+				t.stopRetired(p, true)
 				return // it left and cannot be reached: what is queued is lost, as for any peer down
 			default:
 			}
