@@ -211,7 +211,7 @@ func TestClusterServiceAgainstEtcd(t *testing.T) {
 	ref := testenv.StartEtcdCluster(t, "janus", 3)
 	j := startEnsemble(t, 3)
 	sides := []clusterUnderTest{{"etcd", ref.Endpoints, "janus"}, {"janus", j.Endpoints, "janus"}}
-	spare := testenv.FreePorts(t, 4)
+	spare := testenv.FreePorts(t, 6)
 	newURL := func(i int) string { return "http://127.0.0.1:" + strconv.Itoa(spare[i]) }
 
 	type step struct {
@@ -224,6 +224,12 @@ func TestClusterServiceAgainstEtcd(t *testing.T) {
 	// Each side adds its learner at a URL of its own; learner is its ID.
 	learnerURLs := map[string]string{"etcd": newURL(0), "janus": newURL(1)}
 	voterURLs := map[string]string{"etcd": newURL(2), "janus": newURL(3)}
+	// The voter added after the learner is removed gets URLs of its own:
+	// etcd derives a new member's ID from its peer URLs and the second, so
+	// re-adding the learner's first URL within the second of its add gives
+	// the removed learner's ID, which etcd refuses for good (ErrIDRemoved,
+	// answered as "member not found").
+	addedURLs := map[string]string{"etcd": newURL(4), "janus": newURL(5)}
 	steps := []step{
 		{"list", func(c clusterUnderTest, _ uint64) []string { return []string{"member", "list"} }},
 		{"add learner", func(c clusterUnderTest, _ uint64) []string {
@@ -256,11 +262,11 @@ func TestClusterServiceAgainstEtcd(t *testing.T) {
 			return []string{"member", "remove", strconv.FormatUint(l, 16)}
 		}},
 		{"add voter", func(c clusterUnderTest, _ uint64) []string {
-			return []string{"member", "add", "voter", "--peer-urls", learnerURLs[c.name]}
+			return []string{"member", "add", "voter", "--peer-urls", addedURLs[c.name]}
 		}},
 		{"list with unstarted voter", func(c clusterUnderTest, _ uint64) []string { return []string{"member", "list"} }},
 		{"remove unstarted voter", func(c clusterUnderTest, _ uint64) []string {
-			return []string{"member", "remove", strconv.FormatUint(memberID(t, c.endpoints, "", learnerURLs[c.name]), 16)}
+			return []string{"member", "remove", strconv.FormatUint(memberID(t, c.endpoints, "", addedURLs[c.name]), 16)}
 		}},
 		{"list at the end", func(c clusterUnderTest, _ uint64) []string { return []string{"member", "list"} }},
 		{"move leader to unknown", func(c clusterUnderTest, _ uint64) []string { return []string{"move-leader", "123456"} }},
