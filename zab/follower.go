@@ -241,10 +241,15 @@ func (c *Core) applySync(msg *Message) error {
 		c.log.Info("truncating divergent log tail", "id", c.id, "after", msg.Index, "dropped", c.durable-msg.Index)
 		c.dropPendingAbove(msg.Index)
 	}
-	// The leader's active configuration is committed; its entry is at or
-	// below base here (or comes in the entries below, as pending until
-	// the commit index passes it).
-	if m := msg.Membership; m != nil && m.Index <= base {
+	// The leader's active configuration is committed: it is adopted as
+	// such wherever its entry is (as from a notification). Usually the
+	// entry is at or below base, but a leader whose own write lags SYNCs
+	// only through its durable index, which a quorum of followers may
+	// have committed past, configuration entry included. Left out, a
+	// joining member would keep its starting configuration, which names
+	// it, take itself for joined (see joined), and later, learning the
+	// leader's configuration that does not name it yet, for removed.
+	if m := msg.Membership; m != nil {
 		c.adoptCommitted(m)
 	}
 	for _, e := range in.Entries {

@@ -327,6 +327,14 @@ func TestTraces(t *testing.T) {
 		// leader's durable index, truncated committed entries from its
 		// log (issue 16).
 		{"slowleader.trace", Options{}, ""},
+		// A spare started while its addition was pending was synchronized
+		// by a leader whose disk lagged: the SYNC reached only the
+		// leader's durable index, below the entry of its committed
+		// configuration, which the member therefore did not adopt. It
+		// stopped joining on its starting configuration, and when the
+		// leader's configuration (not naming it yet) reached it, reported
+		// itself removed for good (issue 16).
+		{"joinlagsync.trace", Options{}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
