@@ -645,30 +645,9 @@ func TestClusterMoveLeader(t *testing.T) {
 // --initial-cluster-state existing, and made a participant with a second
 // reconfig -add once it has caught up.
 func TestClusterReplaceKilledMemberZooKeeper(t *testing.T) {
-	const password = "membership-super"
-	sum := sha1.Sum([]byte("super:" + password))
-	digest := "super:" + base64.StdEncoding.EncodeToString(sum[:])
-	r := startMembershipRun(t, membershipOptions{clients: 3, joins: true, args: []string{"--zk-reconfig-enabled", "--zk-super-digest", digest}})
-	// Only a super user, or one granted WRITE on /zookeeper/config, may
-	// reconfigure; zkCli.sh runs a session per command, so grant it.
-	super := zkConn(t, r.c.ZKServers()[:2])
-	if err := super.AddAuth("digest", []byte("super:"+password)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := super.SetACL("/zookeeper/config", zk.WorldACL(zk.PermAll), -1); err != nil {
-		t.Fatalf("grant WRITE on /zookeeper/config: %v", err)
-	}
+	r, _ := startZKReplaceRun(t)
 
 	before := r.res.Acks()
-	r.c.Kill(2)
-	r.settle("SIGKILL of node 3", before)
-
-	before = r.res.Acks()
-	r.zkReconfig("-remove 3")
-	r.expectMembers([]int{0, 1}, nil)
-	r.settle("reconfig -remove 3", before)
-
-	before = r.res.Acks()
 	n := r.c.NewNode()
 	n.ID = 4
 	observer := fmt.Sprintf("server.4=%s:3888:observer;%s", n.PeerAddr, n.ZKAddr)
@@ -693,28 +672,9 @@ func TestClusterReplaceKilledMemberZooKeeper(t *testing.T) {
 // an observer, then as a participant. The new server, with no state,
 // joins as --initial-cluster-state existing makes it.
 func TestClusterReplaceKilledMemberZooKeeperFiles(t *testing.T) {
-	const password = "membership-super"
-	sum := sha1.Sum([]byte("super:" + password))
-	digest := "super:" + base64.StdEncoding.EncodeToString(sum[:])
-	r := startMembershipRun(t, membershipOptions{clients: 3, joins: true, args: []string{"--zk-reconfig-enabled", "--zk-super-digest", digest}})
-	super := zkConn(t, r.c.ZKServers()[:2])
-	if err := super.AddAuth("digest", []byte("super:"+password)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := super.SetACL("/zookeeper/config", zk.WorldACL(zk.PermAll), -1); err != nil {
-		t.Fatalf("grant WRITE on /zookeeper/config: %v", err)
-	}
+	r, super := startZKReplaceRun(t)
 
 	before := r.res.Acks()
-	r.c.Kill(2)
-	r.settle("SIGKILL of node 3", before)
-
-	before = r.res.Acks()
-	r.zkReconfig("-remove 3")
-	r.expectMembers([]int{0, 1}, nil)
-	r.settle("reconfig -remove 3", before)
-
-	before = r.res.Acks()
 	config, stat, err := super.Get("/zookeeper/config")
 	if err != nil {
 		t.Fatalf("get /zookeeper/config: %v", err)
@@ -764,4 +724,35 @@ func (r *membershipRun) zkReconfig(args string) {
 		r.t.Logf("zkCli.sh reconfig %s refused, retrying: %s", args, out)
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// startZKReplaceRun starts the ZooKeeper-way replacement tests: a run
+// with reconfig on and a super user, WRITE on /zookeeper/config granted
+// to everyone (only a super user, or one granted WRITE, may reconfigure,
+// and zkCli.sh runs a session per command), node 3 killed with SIGKILL
+// and removed with reconfig -remove 3. It returns the run and the super
+// user's session.
+func startZKReplaceRun(t *testing.T) (*membershipRun, *zk.Conn) {
+	t.Helper()
+	const password = "membership-super"
+	sum := sha1.Sum([]byte("super:" + password))
+	digest := "super:" + base64.StdEncoding.EncodeToString(sum[:])
+	r := startMembershipRun(t, membershipOptions{clients: 3, joins: true, args: []string{"--zk-reconfig-enabled", "--zk-super-digest", digest}})
+	super := zkConn(t, r.c.ZKServers()[:2])
+	if err := super.AddAuth("digest", []byte("super:"+password)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := super.SetACL("/zookeeper/config", zk.WorldACL(zk.PermAll), -1); err != nil {
+		t.Fatalf("grant WRITE on /zookeeper/config: %v", err)
+	}
+
+	before := r.res.Acks()
+	r.c.Kill(2)
+	r.settle("SIGKILL of node 3", before)
+
+	before = r.res.Acks()
+	r.zkReconfig("-remove 3")
+	r.expectMembers([]int{0, 1}, nil)
+	r.settle("reconfig -remove 3", before)
+	return r, super
 }
