@@ -29,7 +29,7 @@ func (m *Member) checkReserve(reserve, need int64) error {
 			return err
 		}
 	}
-	return diskspace.Check(m.cfg.DataDir, reserve, need)
+	return m.disk.Check(reserve, need)
 }
 
 // NoSpace returns why this member refuses writes for want of disk, or

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/januskv/janus/core"
+	"github.com/januskv/janus/internal/diskspace"
 	"github.com/januskv/janus/store"
 	"github.com/januskv/janus/zab"
 )
@@ -170,6 +171,8 @@ type Member struct {
 	// noSpace is what NoSpace last found, so that each change is logged
 	// once.
 	noSpace atomic.Bool
+	// disk reads the data directory's free space for checkReserve.
+	disk *diskspace.Gauge
 	// quota is the space quota in bytes, 0 for none (see admit).
 	quota int64
 
@@ -228,7 +231,7 @@ func OpenMember(cfg MemberConfig) (*Member, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("server: data dir: %w", err)
 	}
-	m := &Member{cfg: cfg, log: cfg.Logger, quota: quotaBytes(cfg.QuotaBackendBytes)}
+	m := &Member{cfg: cfg, log: cfg.Logger, quota: quotaBytes(cfg.QuotaBackendBytes), disk: diskspace.NewGauge(cfg.DataDir)}
 	ref, err := m.openState()
 	if err != nil {
 		return nil, err

@@ -31,9 +31,9 @@ func quotaBytes(configured int64) int64 {
 // NOSPACE through the log first, as etcd's quota check does, so every
 // member then refuses growing ops in Apply (core.CheckSpace). The state's
 // size is the store's size on disk, measured at most once a second. The
-// data directory's free space is read once (a statfs, which was 2-4% of
-// the server's CPU per write when each op made two), for this member's
-// own NOSPACE alarm and for refuseIfFull.
+// data directory's free space is looked at once (through the member's
+// diskspace.Gauge, which spares most statfs calls), for this member's own
+// NOSPACE alarm and for refuseIfFull.
 func (m *Member) admit(ctx context.Context, op *core.Op) error {
 	if op.Alarm == nil && m.Corrupt() {
 		return core.ErrCorrupt

@@ -30,14 +30,16 @@ func Unwritable(err error) bool {
 // error wrapping ENOSPC, EROFS or ENOENT (so that Unwritable holds for
 // it). Any other failure to look is returned as it is.
 func Check(dir string, reserve, need int64) error {
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		return fmt.Errorf("statfs %s: %w", dir, err)
+	free, err := statFree(dir)
+	if err != nil {
+		return err
 	}
-	if st.Flags&unix.ST_RDONLY != 0 {
-		return fmt.Errorf("%s: %w", dir, unix.EROFS)
-	}
-	free := int64(st.Bavail) * int64(st.Bsize)
+	return compare(dir, free, reserve, need)
+}
+
+// compare refuses a write of need bytes that would leave dir's file
+// system, with free bytes free, at or below reserve.
+func compare(dir string, free, reserve, need int64) error {
 	if free-need < reserve {
 		return fmt.Errorf("%s has %d bytes free, a write of %d needs them above the reserve of %d: %w",
 			dir, free, need, reserve, unix.ENOSPC)
