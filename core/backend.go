@@ -68,6 +68,9 @@ type Backend interface {
 type Pending interface {
 	// Wait returns the op's result once the local replica has applied it.
 	Wait(ctx context.Context) (*Result, error)
+	// Answered reports whether the result is in: Wait would return at
+	// once.
+	Answered() bool
 }
 
 // ReadView is a View that belongs to one reader.

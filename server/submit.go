@@ -27,6 +27,8 @@ type pending struct {
 	m *Member
 }
 
+func (p pending) Answered() bool { return p.p.Answered() }
+
 func (p pending) Wait(ctx context.Context) (*core.Result, error) {
 	r, err := p.p.Wait(ctx)
 	if err != nil {

@@ -413,6 +413,10 @@ func (m *Member) submit(ctx context.Context, data []byte, leaderEpoch uint32) (*
 	return &Pending{m: m, p: p, rep: m.rep}, nil
 }
 
+// Answered reports whether the proposal's result is in, so that Wait
+// would return at once.
+func (pd *Pending) Answered() bool { return len(pd.p.done) > 0 }
+
 // Wait returns the state machine's result for the proposal once it is on
 // stable storage and applied, or ctx.Err() if ctx ends first (the entry may
 // still commit).

@@ -147,8 +147,14 @@ func (c *conn) reply(req *request) bool {
 	}
 	var r reply
 	if req.pending != nil {
-		// The replies queued so far must not wait for this write.
-		c.flushOut()
+		// The replies queued so far must not wait for this write. If
+		// its result is in already (one group committed both), they
+		// leave with its reply instead, in one write to the socket:
+		// a write syscall per reply was the largest single cost of a
+		// ZooKeeper create or setData.
+		if !req.pending.Answered() {
+			c.flushOut()
+		}
 		res, err := req.pending.Wait(c.ctx)
 		switch {
 		case err != nil:

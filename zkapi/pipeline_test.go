@@ -243,6 +243,15 @@ type gatedPending struct {
 	opened <-chan struct{}
 }
 
+func (p gatedPending) Answered() bool {
+	select {
+	case <-p.opened:
+		return p.Pending.Answered()
+	default:
+		return false
+	}
+}
+
 func (p gatedPending) Wait(ctx context.Context) (*core.Result, error) {
 	select {
 	case <-p.opened:
