@@ -485,15 +485,6 @@ func (a *applier) put(op *TxnOp, auth []ID) (OpResult, error) {
 // writeNode stores n over prev (nil if new), keeping the lease index, the
 // tree and the event stream in step.
 func (a *applier) writeNode(prev, n *Node) error {
-	a.changed = true
-	if prev == nil || prev.Lease != n.Lease {
-		if prev != nil && prev.Lease != 0 {
-			a.ov.putLeaseKey(prev.Lease, n.Key, false)
-		}
-		if n.Lease != 0 {
-			a.ov.putLeaseKey(n.Lease, n.Key, true)
-		}
-	}
 	wasImplicit := false
 	if prev == nil && IsTreePath(n.Key) && string(n.Key) != RootPath {
 		// An implicit node becoming a stored one is already in the tree.
@@ -511,9 +502,24 @@ func (a *applier) writeNode(prev, n *Node) error {
 			}
 		}
 	}
+	a.storeNode(prev, n, wasImplicit)
+	return nil
+}
+
+// storeNode writes n over prev (nil: none), whose tree links are done,
+// with its lease attachment and its event.
+func (a *applier) storeNode(prev, n *Node, wasImplicit bool) {
+	a.changed = true
+	if prev == nil || prev.Lease != n.Lease {
+		if prev != nil && prev.Lease != 0 {
+			a.ov.putLeaseKey(prev.Lease, n.Key, false)
+		}
+		if n.Lease != 0 {
+			a.ov.putLeaseKey(n.Lease, n.Key, true)
+		}
+	}
 	a.putNode(n)
 	a.events = append(a.events, Event{Type: EventPut, Node: n, Prev: prev, WasImplicit: wasImplicit})
-	return nil
 }
 
 // removeNode deletes the stored node prev.
@@ -753,11 +759,11 @@ func (a *applier) create(op *TxnOp, auth []ID) (OpResult, error) {
 		}
 		path = AppendSequentialSuffix(bytes.Clone(op.Key), seq)
 	}
-	existing, _, err := TreeNode(a.ov, path)
+	exists, err := inTree(a.ov, path)
 	if err != nil {
 		return OpResult{}, err
 	}
-	if existing != nil {
+	if exists {
 		return OpResult{}, errCode(CodeNodeExists, path)
 	}
 	if parent.Lease != 0 && parent.Mode == ModePersistent {
@@ -783,9 +789,12 @@ func (a *applier) create(op *TxnOp, auth []ID) (OpResult, error) {
 	if n.Value == nil {
 		n.Value = []byte{}
 	}
-	if err := a.writeNode(nil, n); err != nil {
+	// Not in the tree, so neither implicit (no children) nor a system
+	// node: linking it is all writeNode would do before storing it.
+	if err := a.treeAdd(path); err != nil {
 		return OpResult{}, err
 	}
+	a.storeNode(nil, n, false)
 	return OpResult{Kind: OpCreate, Path: path, Node: n}, nil
 }
 

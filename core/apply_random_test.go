@@ -191,6 +191,22 @@ func checkInvariants(t testing.TB, m *core.MemState) {
 			t.Errorf("%q: NumChildren %d, index lists %d", p, d.NumChildren, count)
 		}
 	}
+	// A path is in its parent's child index exactly when it is in the
+	// tree (the system nodes apart), so that a create can ask the index
+	// alone (View.HasChild). Every path with a node or a Dir record.
+	paths := m.DirPaths()
+	must("range", m.Range(nil, nil, func(n *core.Node) bool { paths = append(paths, n.Key); return true }))
+	for _, p := range paths {
+		if !core.IsTreePath(p) || string(p) == "/" || core.IsSystemPath(p) {
+			continue
+		}
+		parent, _ := core.ParentPath(p)
+		listed, err := m.HasChild(parent, core.BaseName(p))
+		must(fmt.Sprintf("child index of %q", p), err)
+		if in := visible(p); listed != in {
+			t.Errorf("%q: in its parent's child index %v, in the tree %v", p, listed, in)
+		}
+	}
 }
 
 func collectDirs(t testing.TB, m *core.MemState) []string {
@@ -238,6 +254,7 @@ func TestCheckInvariantsCatchesDamage(t *testing.T) {
 				{Kind: core.OpCreate, Key: []byte("/a"), Create: &core.CreateOptions{}},
 				{Kind: core.OpCreate, Key: []byte("/a/b"), Create: &core.CreateOptions{}},
 				{Kind: core.OpPut, Key: []byte("k"), Value: []byte("v"), Lease: 7},
+				{Kind: core.OpPut, Key: []byte("/x/y"), Value: []byte("v")},
 			}}}},
 		}, func(int) int { return 1 })
 		return m
@@ -249,6 +266,7 @@ func TestCheckInvariantsCatchesDamage(t *testing.T) {
 		want   string
 	}{
 		{"a child missing from its parent's index", core.Batch{Children: []core.ChildWrite{{Parent: []byte("/a"), Name: []byte("b")}}}, "not in its parent's child index"},
+		{"an implicit parent missing from its parent's index", core.Batch{Children: []core.ChildWrite{{Parent: []byte("/"), Name: []byte("x")}}}, "in its parent's child index false, in the tree true"},
 		{"a child count that is off", core.Batch{Dirs: []core.DirWrite{{Path: []byte("/a"), Dir: &core.Dir{NumChildren: 2}}}}, "NumChildren"},
 		{"a node whose lease does not list it", core.Batch{LeaseKeys: []core.LeaseKeyWrite{{ID: 7, Key: []byte("k")}}}, "does not list it"},
 		{"a lease that lists a key not attached to it", core.Batch{LeaseKeys: []core.LeaseKeyWrite{{ID: 7, Key: []byte("other"), Present: true}}}, "not attached to it"},

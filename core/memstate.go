@@ -124,6 +124,10 @@ func (m *MemState) Children(parent []byte, fn func(name []byte) bool) error {
 	return nil
 }
 
+func (m *MemState) HasChild(parent, name []byte) (bool, error) {
+	return m.children[childKey(parent, name)], nil
+}
+
 func (m *MemState) Leases(fn func(*Lease) bool) error {
 	ids := make([]int64, 0, len(m.leases))
 	for id := range m.leases {

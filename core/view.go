@@ -25,6 +25,12 @@ type View interface {
 	// Children calls fn with the name of every child of a tree path, in
 	// byte order, until fn returns false.
 	Children(parent []byte, fn func(name []byte) bool) error
+	// HasChild reports whether name is in the child index of a tree
+	// path: whether parent's child of that name is in the tree, stored
+	// or implicit (the system nodes are linked only while stored). It is
+	// one lookup where Node and Dir are two, which a create of a new
+	// path would both find absent.
+	HasChild(parent, name []byte) (bool, error)
 	// Lease returns a lease, or nil.
 	Lease(id int64) (*Lease, error)
 	// Leases calls fn for every lease in ID order until fn returns false.
@@ -64,6 +70,18 @@ func TreeNode(v View, path []byte) (*Node, *Dir, error) {
 		return implicitNode(path, d), d, nil
 	}
 	return nil, nil, nil
+}
+
+// inTree reports whether a tree path other than the root is in the tree,
+// as TreeNode would find it: stored, implicit or a system node. Outside
+// the system nodes that is its parent's child index, one lookup where
+// TreeNode makes two (see View.HasChild).
+func inTree(v View, path []byte) (bool, error) {
+	if IsSystemPath(path) {
+		return true, nil
+	}
+	parent, _ := ParentPath(path)
+	return v.HasChild(parent, BaseName(path))
 }
 
 func implicitNode(path []byte, d *Dir) *Node {
@@ -285,6 +303,16 @@ func (o *Overlay) Children(parent []byte, fn func(name []byte) bool) error {
 				return visit(prefix+string(name), func() bool { return fn(name) })
 			})
 		})
+}
+
+func (o *Overlay) HasChild(parent, name []byte) (bool, error) {
+	k := childKey(parent, name)
+	for _, l := range []*layer{o.cur, o.group} {
+		if present, ok := l.children[k]; ok {
+			return present, nil
+		}
+	}
+	return o.base.HasChild(parent, name)
 }
 
 func (o *Overlay) Leases(fn func(*Lease) bool) error {

@@ -255,6 +255,10 @@ func (r reader) Children(parent []byte, fn func(name []byte) bool) error {
 	})
 }
 
+func (r reader) HasChild(parent, name []byte) (bool, error) {
+	return r.value(childKey(parent, name), func([]byte) error { return nil })
+}
+
 func (r reader) Leases(fn func(*core.Lease) bool) error {
 	prefix := []byte{prefixLease}
 	return r.scan(prefix, prefix, nil, func(_ []byte, item *badger.Item) (bool, error) {
