@@ -57,6 +57,11 @@ type conn struct {
 	readsQueued   int64 // reader only
 	readsAnswered atomic.Int64
 	barrierWake   chan struct{}
+	// readAhead says the reader's buffer held more bytes after the frame
+	// it read last: another request is on its way to the queue without
+	// a read from the socket, so the replier need not flush yet (see
+	// replyLoop).
+	readAhead atomic.Bool
 	// dec decodes each request the reader reads.
 	dec jute.Decoder // reader only
 	// saslServer is the connection's SASL exchange, once begun.

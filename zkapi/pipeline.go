@@ -61,11 +61,19 @@ func (c *conn) readLoop(queue chan<- *request) {
 		// A client pings every third of its timeout; silence for a whole
 		// timeout means it is gone (its session expires on its own).
 		_ = c.nc.SetReadDeadline(time.Now().Add(s.timeout))
+		if c.br.Buffered() == 0 {
+			// About to wait for the client: a reply the replier held
+			// back for a request it expected from the buffer (a frame
+			// that queued nothing) must not wait with it.
+			c.readAhead.Store(false)
+			c.flushOut()
+		}
 		frame, err := jute.ReadFrame(c.br, c.srv.cfg.MaxBuffer)
 		if err != nil {
 			c.logReadError(err)
 			return
 		}
+		c.readAhead.Store(c.br.Buffered() > 0)
 		c.countReceived()
 		req, more := c.prepare(frame)
 		if req != nil && req.pending == nil {
@@ -76,6 +84,9 @@ func (c *conn) readLoop(queue chan<- *request) {
 			c.outstanding.Add(1)
 			select {
 			case queue <- req:
+				if h := c.srv.afterQueue; h != nil {
+					h(c)
+				}
 			case <-c.ctx.Done():
 				c.srv.stats.outstanding.Add(-1)
 				c.outstanding.Add(-1)
@@ -92,10 +103,14 @@ func (c *conn) readLoop(queue chan<- *request) {
 // queue. After a failure it only drains the queue: the connection is
 // closed and no later reply may reach the client.
 //
-// Replies are flushed to the writer when the queue runs empty, and before
-// the replier waits for anything but the store (a write to commit, the
-// watch dispatcher, a sync), not one by one: the replies to the requests
-// a client pipelined leave together, in one write.
+// Replies are flushed to the writer when the queue runs empty and the
+// reader has nothing more buffered (it flushes itself before it waits for
+// the socket), and before the replier waits for anything but the store (a
+// write to commit, the watch dispatcher, a sync), not one by one: the
+// replies to the requests a client pipelined, read from the socket
+// together, leave together, in one write. Flushing whenever the queue ran
+// empty gave a write per reply, since the replier usually answers a read
+// before the reader has queued the next one.
 func (c *conn) replyLoop(queue <-chan *request) {
 	live := true
 	for req := range queue {
@@ -114,7 +129,7 @@ func (c *conn) replyLoop(queue <-chan *request) {
 		// the request still outstanding.
 		c.srv.stats.outstanding.Add(-1)
 		c.outstanding.Add(-1)
-		if live && len(queue) == 0 {
+		if live && len(queue) == 0 && !c.readAhead.Load() {
 			c.flushOut()
 		}
 	}
@@ -217,6 +232,12 @@ func (c *conn) reply(req *request) bool {
 // reply. A failure to submit closes the connection at once: the session's
 // later writes must not commit without this one.
 func (c *conn) submit(req *request, op *core.Op, result func(*core.Result) reply) bool {
+	// Submitting can wait (for a leader, for room in the log): replies
+	// the replier holds back for the requests read after this one must
+	// not wait with it.
+	if c.readAhead.Swap(false) {
+		c.flushOut()
+	}
 	for c.readsAnswered.Load() < c.readsQueued {
 		select {
 		case <-c.barrierWake:

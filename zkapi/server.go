@@ -37,6 +37,10 @@ type Server struct {
 	sessions  map[int64]*conn // each session's current connection
 	closed    bool
 	rejected  rateLog // connections refused by the limits
+
+	// afterQueue, if set, is called by a connection's reader after it
+	// queues each request. Only tests set it.
+	afterQueue func(*conn)
 }
 
 // New returns a Server on b. It starts following b's event stream at once;
