@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	gwruntime "github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/prometheus/client_golang/prometheus"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -182,14 +181,14 @@ func New(b core.Backend, cfg Config) *Server {
 		grpc.NumStreamWorkers(streamWorkers),
 	}
 	opts = append(opts, grpc.ChainUnaryInterceptor(s.slowRequests))
-	var grpcMetrics *grpcprom.ServerMetrics
+	var grpcMetrics *grpcMetrics
 	if cfg.Metrics != nil {
 		// The handling-time histogram is what etcd's etcdGRPCRequestsSlow
 		// alert reads (etcd exports it with --metrics=extensive).
-		grpcMetrics = grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram())
+		grpcMetrics = newGRPCMetrics()
 		opts = append(opts,
-			grpc.ChainUnaryInterceptor(grpcMetrics.UnaryServerInterceptor()),
-			grpc.ChainStreamInterceptor(grpcMetrics.StreamServerInterceptor()))
+			grpc.ChainUnaryInterceptor(grpcMetrics.unary),
+			grpc.ChainStreamInterceptor(grpcMetrics.stream))
 	}
 	s.grpc = grpc.NewServer(opts...)
 	pb.RegisterKVServer(s.grpc, &kvServer{s: s})
@@ -222,7 +221,7 @@ func New(b core.Backend, cfg Config) *Server {
 	if grpcMetrics != nil {
 		// Every method starts at zero, as etcd's grpc_prometheus.Register
 		// does, so rates exist before the first call.
-		grpcMetrics.InitializeMetrics(s.grpc)
+		grpcMetrics.initialize(s.grpc)
 		cfg.Metrics.MustRegister(grpcMetrics)
 	}
 	s.healthDone = make(chan struct{})
