@@ -18,18 +18,23 @@ const DefaultSpaceReserve = 128 << 20
 // machine cannot refuse them once committed, and Badger, which writes
 // through memory maps of sparse files, would die of a full disk rather
 // than return an error. The other half is for the writes that free space
-// (see refuseIfFull), which only this check stops.
+// (see refuseIfFull), which only this check stops. It reads the file
+// system every time: it is the last look before entries reach the log,
+// once per proposal on a single member and once per group write on every
+// member, and a directory that vanished (or a disk filled by another
+// process) within the Gauge's interval must not take them.
 func (m *Member) checkSpace(need int64) error {
-	return m.checkReserve(m.cfg.SpaceReserve/2, need)
+	return m.checkReserve(func() error { return diskspace.Check(m.cfg.DataDir, m.cfg.SpaceReserve/2, need) })
 }
 
-func (m *Member) checkReserve(reserve, need int64) error {
+// checkReserve asks the test fault, then check.
+func (m *Member) checkReserve(check func() error) error {
 	if f := m.cfg.SpaceFault; f != nil {
 		if err := f(); err != nil {
 			return err
 		}
 	}
-	return m.disk.Check(reserve, need)
+	return check()
 }
 
 // NoSpace returns why this member refuses writes for want of disk, or
@@ -44,7 +49,9 @@ func (m *Member) checkReserve(reserve, need int64) error {
 // the process at its next write, and a write into a memory-mapped page
 // the disk has no block for is a SIGBUS.
 func (m *Member) NoSpace() error {
-	err := m.checkReserve(m.cfg.SpaceReserve, 0)
+	// Admission asks this for every client write, so it goes through the
+	// Gauge, which spares most statfs calls (see diskspace.Gauge).
+	err := m.checkReserve(func() error { return m.disk.Check(m.cfg.SpaceReserve, 0) })
 	if !diskspace.Unwritable(err) {
 		// Any other failure to look (statfs failed otherwise) says nothing.
 		err = nil
