@@ -130,6 +130,15 @@ func takeImage(t testing.TB, dir string) dirImage {
 		for n > 0 && b[n-1] == 0 {
 			n--
 		}
+		if strings.HasSuffix(e.Name(), ".mem") || strings.HasSuffix(e.Name(), ".vlog") {
+			// The last record may end in zero bytes (its checksum, say):
+			// they are part of it. Cutting them off made the last record
+			// unreadable to walRecords, so no cut kept it (one seed in
+			// a few hundred).
+			if recs := walRecords(b); len(recs) > 0 {
+				n = max(n, recs[len(recs)-1].end)
+			}
+		}
 		img[e.Name()] = fileImage{data: b[:n], size: int64(len(b))}
 	}
 	return img
