@@ -62,11 +62,7 @@ func (c *conn) readLoop(queue chan<- *request) {
 		// timeout means it is gone (its session expires on its own).
 		_ = c.nc.SetReadDeadline(time.Now().Add(s.timeout))
 		if c.br.Buffered() == 0 {
-			// About to wait for the client: a reply the replier held
-			// back for a request it expected from the buffer (a frame
-			// that queued nothing) must not wait with it.
-			c.readAhead.Store(false)
-			c.flushOut()
+			c.releaseHeld() // about to wait for the client
 		}
 		frame, err := jute.ReadFrame(c.br, c.srv.cfg.MaxBuffer)
 		if err != nil {
@@ -228,16 +224,21 @@ func (c *conn) reply(req *request) bool {
 	return !r.close
 }
 
+// releaseHeld is the reader's, before anything that may wait (the socket,
+// a submit): the replier stops holding replies back for a request it
+// expects from the reader's buffer, and what it held so far goes out. The
+// order matters: a replier that read readAhead before the store had
+// queued its reply before that, so the flush after the store sends it.
+func (c *conn) releaseHeld() {
+	c.readAhead.Store(false)
+	c.flushOut()
+}
+
 // submit submits a write for req; result turns its outcome into the
 // reply. A failure to submit closes the connection at once: the session's
 // later writes must not commit without this one.
 func (c *conn) submit(req *request, op *core.Op, result func(*core.Result) reply) bool {
-	// Submitting can wait (for a leader, for room in the log): replies
-	// the replier holds back for the requests read after this one must
-	// not wait with it.
-	if c.readAhead.Swap(false) {
-		c.flushOut()
-	}
+	c.releaseHeld() // submitting can wait, for a leader or room in the log
 	for c.readsAnswered.Load() < c.readsQueued {
 		select {
 		case <-c.barrierWake:
