@@ -24,17 +24,18 @@ const DefaultSpaceReserve = 128 << 20
 // member, and a directory that vanished (or a disk filled by another
 // process) within the Gauge's interval must not take them.
 func (m *Member) checkSpace(need int64) error {
-	return m.checkReserve(func() error { return diskspace.Check(m.cfg.DataDir, m.cfg.SpaceReserve/2, need) })
+	if err := m.spaceFault(); err != nil {
+		return err
+	}
+	return diskspace.Check(m.cfg.DataDir, m.cfg.SpaceReserve/2, need)
 }
 
-// checkReserve asks the test fault, then check.
-func (m *Member) checkReserve(check func() error) error {
+// spaceFault is the test fault's answer, nil without one.
+func (m *Member) spaceFault() error {
 	if f := m.cfg.SpaceFault; f != nil {
-		if err := f(); err != nil {
-			return err
-		}
+		return f()
 	}
-	return check()
+	return nil
 }
 
 // NoSpace returns why this member refuses writes for want of disk, or
@@ -51,7 +52,10 @@ func (m *Member) checkReserve(check func() error) error {
 func (m *Member) NoSpace() error {
 	// Admission asks this for every client write, so it goes through the
 	// Gauge, which spares most statfs calls (see diskspace.Gauge).
-	err := m.checkReserve(func() error { return m.disk.Check(m.cfg.SpaceReserve, 0) })
+	err := m.spaceFault()
+	if err == nil {
+		err = m.disk.Check(m.cfg.SpaceReserve)
+	}
 	if !diskspace.Unwritable(err) {
 		// Any other failure to look (statfs failed otherwise) says nothing.
 		err = nil

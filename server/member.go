@@ -171,7 +171,7 @@ type Member struct {
 	// noSpace is what NoSpace last found, so that each change is logged
 	// once.
 	noSpace atomic.Bool
-	// disk reads the data directory's free space for checkReserve.
+	// disk reads the data directory's free space for NoSpace.
 	disk *diskspace.Gauge
 	// quota is the space quota in bytes, 0 for none (see admit).
 	quota int64

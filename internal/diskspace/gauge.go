@@ -8,34 +8,31 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A Gauge answers Check for one directory without a statfs per call. A
-// member checks before every write it admits and logs, and a statfs each
-// time was 8-11% of the server's CPU per write (two per write at 10-15k
-// writes a second). The Gauge keeps the last reading and counts the bytes
-// the writes it passed said they need; a later call trusts that reading
-// less the bytes counted while it is younger than Interval and more than
-// Margin above the threshold. Anything closer to the threshold, and every
-// refusal, is decided on a fresh statfs: a disk within a Margin of its
-// reserve is read on every call, as before, and a write is admitted again
-// as soon as space is freed. What another process writes within one
-// Interval must fit in the Margin (10 GB/s).
+// A Gauge answers Check for one directory without a statfs per call.
+// A member's admission asks it for every client write, and a statfs each
+// time was 7-8% of the server's CPU per write. The Gauge trusts its last
+// reading while it is younger than Interval and more than Margin above
+// the threshold. Anything closer to the threshold, and every refusal, is
+// decided on a fresh statfs: a disk within a Margin of its reserve is read
+// on every call, as before, and a write is admitted again as soon as
+// space is freed. What is written within one Interval (by this process or
+// another) must fit in the Margin: 10 GB/s.
 type Gauge struct {
 	dir  string
 	now  func() time.Time
 	stat func(dir string) (int64, error)
 
-	mu      sync.Mutex
-	valid   bool
-	at      time.Time
-	free    int64 // bytes free for an unprivileged writer at the reading
-	counted int64 // bytes passed writes said they need since the reading
+	mu    sync.Mutex
+	valid bool
+	at    time.Time
+	free  int64 // bytes free for an unprivileged writer at the reading
 }
 
 const (
 	// Interval is how long a Gauge trusts a reading.
 	Interval = 100 * time.Millisecond
-	// Margin is how far above the threshold a Gauge's estimate must be
-	// for it to trust its reading.
+	// Margin is how far above the threshold a reading must be for the
+	// Gauge to trust it.
 	Margin = 1 << 30
 )
 
@@ -44,15 +41,14 @@ func NewGauge(dir string) *Gauge {
 	return &Gauge{dir: dir, now: time.Now, stat: statFree}
 }
 
-// Check is the package's Check for the Gauge's directory: nil if the file
-// system is writable and keeps more than reserve bytes free after need
-// more. A nil answer counts need against the reading it relied on.
-func (g *Gauge) Check(reserve, need int64) error {
+// Check is the package's Check, for no bytes more, of the Gauge's
+// directory: nil if the file system is writable and keeps more than
+// reserve bytes free.
+func (g *Gauge) Check(reserve int64) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := g.now()
-	if g.valid && now.Sub(g.at) < Interval && g.free-g.counted-need-reserve > Margin {
-		g.counted += need
+	if g.valid && now.Sub(g.at) < Interval && g.free-reserve > Margin {
 		return nil
 	}
 	free, err := g.stat(g.dir)
@@ -60,12 +56,8 @@ func (g *Gauge) Check(reserve, need int64) error {
 		g.valid = false
 		return err
 	}
-	g.valid, g.at, g.free, g.counted = true, now, free, 0
-	if err := compare(g.dir, free, reserve, need); err != nil {
-		return err
-	}
-	g.counted = need
-	return nil
+	g.valid, g.at, g.free = true, now, free
+	return compare(g.dir, free, reserve, 0)
 }
 
 // statFree returns the bytes dir's file system has free for an

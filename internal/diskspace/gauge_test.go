@@ -25,8 +25,7 @@ func (d *fakeDisk) stat(string) (int64, error) {
 }
 
 // A Gauge spares the statfs only far from the threshold and within
-// Interval, counts what it admitted against its reading, and refuses only
-// on a fresh reading.
+// Interval, and refuses only on a fresh reading.
 func TestGaugeReadsOnlyWhenItMustAndRefusesOnlyOnAFreshReading(t *testing.T) {
 	const gib = 1 << 30
 	const reserve = 128 << 20
@@ -40,29 +39,26 @@ func TestGaugeReadsOnlyWhenItMustAndRefusesOnlyOnAFreshReading(t *testing.T) {
 		name      string
 		advance   time.Duration
 		setFree   int64 // 0 leaves the disk as it is
-		need      int64
-		wantStats int // statfs calls so far
+		wantStats int   // statfs calls so far
 		wantErr   error
 	}{
-		{name: "first call reads", need: 100, wantStats: 1},
-		{name: "far from the threshold, within the interval: no read", need: 100, wantStats: 1},
-		{name: "another process fills the disk: trusted until the interval ends", setFree: reserve + 10, need: 100, wantStats: 1},
-		{name: "interval over: read, refused", advance: Interval, need: 100, wantStats: 2, wantErr: unix.ENOSPC},
-		{name: "a refusal is never trusted: read again", need: 100, wantStats: 3, wantErr: unix.ENOSPC},
-		{name: "space freed: admitted at once", setFree: 10 * gib, need: 1, wantStats: 4},
-		{name: "a write that would come within the margin: read", need: 10*gib - reserve - Margin, wantStats: 5},
-		{name: "what was admitted counts: within the margin now, read", need: 1, wantStats: 6},
-		{name: "near the threshold every call reads", advance: Interval, setFree: reserve + Margin, need: 1, wantStats: 7},
-		{name: "and again", need: 1, wantStats: 8},
-		{name: "far again: trusted", setFree: 10 * gib, need: 1, wantStats: 9},
-		{name: "trusted", advance: Interval / 2, need: 1, wantStats: 9},
+		{name: "first call reads", wantStats: 1},
+		{name: "far from the threshold, within the interval: no read", wantStats: 1},
+		{name: "another process fills the disk: trusted until the interval ends", setFree: reserve - 10, wantStats: 1},
+		{name: "interval over: read, refused", advance: Interval, wantStats: 2, wantErr: unix.ENOSPC},
+		{name: "a refusal is never trusted: read again", wantStats: 3, wantErr: unix.ENOSPC},
+		{name: "space freed: admitted at once", setFree: 10 * gib, wantStats: 4},
+		{name: "near the threshold every call reads", advance: Interval, setFree: reserve + Margin, wantStats: 5},
+		{name: "and again", wantStats: 6},
+		{name: "far again: read, since the last reading was near", setFree: 10 * gib, wantStats: 7},
+		{name: "trusted", advance: Interval / 2, wantStats: 7},
 	}
 	for _, s := range steps {
 		clock = clock.Add(s.advance)
 		if s.setFree != 0 {
 			disk.free = s.setFree
 		}
-		err := g.Check(reserve, s.need)
+		err := g.Check(reserve)
 		if (s.wantErr == nil) != (err == nil) || (s.wantErr != nil && !errors.Is(err, s.wantErr)) {
 			t.Fatalf("%s: Check = %v, want %v", s.name, err, s.wantErr)
 		}
@@ -74,12 +70,12 @@ func TestGaugeReadsOnlyWhenItMustAndRefusesOnlyOnAFreshReading(t *testing.T) {
 	// A failed statfs is returned and never trusted.
 	disk.err = fmt.Errorf("statfs: %w", unix.ENOENT)
 	clock = clock.Add(Interval)
-	if err := g.Check(reserve, 1); !Unwritable(err) {
+	if err := g.Check(reserve); !Unwritable(err) {
 		t.Fatalf("statfs failing: %v, want ENOENT", err)
 	}
 	disk.err = nil
-	if err := g.Check(reserve, 1); err != nil || disk.stats != 11 {
-		t.Fatalf("after a failed statfs: %v with %d reads, want nil with 11", err, disk.stats)
+	if err := g.Check(reserve); err != nil || disk.stats != 9 {
+		t.Fatalf("after a failed statfs: %v with %d reads, want nil with 9", err, disk.stats)
 	}
 }
 
@@ -87,10 +83,10 @@ func TestGaugeReadsOnlyWhenItMustAndRefusesOnlyOnAFreshReading(t *testing.T) {
 func TestGaugeOnATmpfs(t *testing.T) {
 	mnt := testenv.MountTmpfs(t, 4<<20)
 	g := NewGauge(mnt)
-	if err := g.Check(1<<20, 1<<20); err != nil {
-		t.Fatalf("empty 4 MiB tmpfs, 1 MiB reserve, 1 MiB write: %v", err)
+	if err := g.Check(1 << 20); err != nil {
+		t.Fatalf("empty 4 MiB tmpfs, 1 MiB reserve: %v", err)
 	}
-	if err := g.Check(3<<20, 2<<20); !errors.Is(err, unix.ENOSPC) {
-		t.Fatalf("4 MiB tmpfs, 3 MiB reserve, 2 MiB write: %v, want ENOSPC", err)
+	if err := g.Check(5 << 20); !errors.Is(err, unix.ENOSPC) {
+		t.Fatalf("4 MiB tmpfs, 5 MiB reserve: %v, want ENOSPC", err)
 	}
 }
