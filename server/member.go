@@ -359,8 +359,9 @@ func (m *Member) current() (*stateRef, *core.Hub) {
 	return m.state, m.hub
 }
 
-// stateMachine is what zab applies committed entries to. zab calls it from
-// one goroutine, so it reads m.state without holding a view.
+// stateMachine is what zab applies committed entries to. zab applies from
+// one goroutine, so it reads m.state without holding a view; Sync runs
+// beside it.
 type stateMachine struct{ m *Member }
 
 func (s *stateMachine) Apply(entries []zab.Entry) ([]any, error) {
@@ -460,9 +461,20 @@ func (s *stateMachine) AppliedIndex() uint64 {
 	return ref.st.AppliedIndex()
 }
 
+// Sync syncs the current store. A restore from a snapshot may replace it
+// meanwhile: the old one is then closed, and the new one, which the
+// restore made durable, is synced instead.
 func (s *stateMachine) Sync() (uint64, error) {
-	ref, _ := s.m.current()
-	return ref.st.Sync()
+	for {
+		ref, _ := s.m.current()
+		index, err := ref.st.Sync()
+		if errors.Is(err, store.ErrClosed) {
+			if now, _ := s.m.current(); now != ref {
+				continue
+			}
+		}
+		return index, err
+	}
 }
 
 // Ceiling and SkipTo implement zab.Skipper (see store.Store.Ceiling).

@@ -271,19 +271,32 @@ func (s *Store) recoverDurable(boot string) error {
 // syncLocked makes every group up to applied durable and records it so.
 // The caller holds applyMu and has written applied's groups.
 func (s *Store) syncLocked(applied uint64) error {
+	if err := s.syncBadger(); err != nil {
+		return err
+	}
+	return s.recordDurable(applied)
+}
+
+// syncBadger fsyncs Badger's memtable and value logs: every group written
+// before it was called is then on disk. The caller holds applyMu or syncMu,
+// so that Badger is neither closed nor wiped meanwhile.
+func (s *Store) syncBadger() error {
 	if err := s.db.Sync(); err != nil {
 		return fmt.Errorf("store: sync badger: %w", err)
 	}
-	dir := s.db.Opts().Dir
-	if err := s.syncLogs(); err != nil {
-		return err
-	}
+	return s.syncLogs()
+}
+
+// recordDurable records applied, whose groups the caller has fsynced, as
+// the durable index, unless one at least as high is recorded already. The
+// caller holds applyMu.
+func (s *Store) recordDurable(applied uint64) error {
 	if applied <= s.durable.index {
 		return nil
 	}
 	d := s.durable
 	d.index = applied
-	if err := writeDurable(dir, d); err != nil {
+	if err := writeDurable(s.db.Opts().Dir, d); err != nil {
 		return err
 	}
 	s.durable = d
@@ -311,6 +324,8 @@ func (s *Store) Ceiling() uint64 {
 // index sees the state at the applied index; then index becomes the
 // applied index, durably. The next entry applied must be above index.
 func (s *Store) SkipTo(index uint64) error {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	if s.closed.Load() {

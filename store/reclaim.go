@@ -124,6 +124,8 @@ func (s *Store) Reclaim() error {
 // flush every memtable, rotating the value log in between. It holds applyMu: Badger refuses writes while it
 // drops a prefix, and a refused write would stop the member.
 func (s *Store) flushMemtables() error {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	if s.closed.Load() {

@@ -209,6 +209,8 @@ var errNotEmpty = errors.New("store: restore needs an empty store")
 // store. On error the store is wiped back to empty. Nothing may read the
 // store while it restores (Badger's wipe does not tolerate readers).
 func (s *Store) RestoreSnapshot(r io.Reader) error {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	if s.closed.Load() {

@@ -3,7 +3,9 @@ package store
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"testing"
+	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/januskv/janus/core"
@@ -105,6 +107,55 @@ func TestStatusAndSync(t *testing.T) {
 	synced, err := h.s.Sync()
 	if err != nil || synced != h.s.AppliedIndex() {
 		t.Fatalf("sync covered %d (%v), want %d", synced, err, h.s.AppliedIndex())
+	}
+}
+
+// TestApplyGoesOnWhileSyncFsyncs checks that Sync does not hold applies up
+// while it fsyncs Badger's logs (the member syncs for every log trim, and
+// an fsync takes tens of milliseconds on a busy disk), and that it records
+// as durable only the index it read before them, not what was applied
+// meanwhile.
+func TestApplyGoesOnWhileSyncFsyncs(t *testing.T) {
+	s, err := Open(Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	put := func(index uint64) error {
+		_, _, err := s.Apply([]core.Entry{putEntry(index, []byte("k"), []byte(fmt.Sprint(index)))})
+		return err
+	}
+	for i := uint64(1); i <= 10; i++ {
+		if err := put(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	applied := make(chan error, 1)
+	s.onFilesSynced = func() {
+		s.onFilesSynced = nil
+		go func() { applied <- put(11) }()
+		select {
+		case err := <-applied:
+			applied <- err
+		case <-time.After(time.Minute):
+			applied <- errors.New("an apply waited for Sync's fsyncs")
+		}
+	}
+	synced, err := s.Sync()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-applied; err != nil {
+		t.Fatal(err)
+	}
+	if synced != 10 || s.AppliedIndex() != 11 {
+		t.Fatalf("sync covered %d with %d applied, want 10 with 11", synced, s.AppliedIndex())
+	}
+	if d, ok, err := readDurable(s.db.Opts().Dir); err != nil || !ok || d.index != 10 {
+		t.Fatalf("durable record %+v (%v, %v), want index 10", d, ok, err)
+	}
+	if synced, err := s.Sync(); err != nil || synced != 11 {
+		t.Fatalf("second sync covered %d (%v), want 11", synced, err)
 	}
 }
 

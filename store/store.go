@@ -91,6 +91,11 @@ type Store struct {
 	// applyMu makes Apply, RestoreSnapshot and Close exclusive. Readers
 	// never take it.
 	applyMu sync.Mutex
+	// syncMu keeps Sync's fsyncs, which run without applyMu so that applies
+	// go on beside them, apart from what closes Badger or replaces its
+	// files: Close, RestoreSnapshot, SkipTo and flushMemtables take it too,
+	// always before applyMu.
+	syncMu sync.Mutex
 	// state is what readers see: swapped only after the applied index that
 	// it describes is in Badger.
 	state atomic.Pointer[published]
@@ -376,6 +381,8 @@ func discardFor(floor int64, indexOf func(int64) (uint64, bool, error)) (uint64,
 // hold what was not flushed, the store is not recorded closed, and the
 // consensus log replays every entry above the last Sync.
 func (s *Store) Close() error {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	if s.closed.Swap(true) {
@@ -531,14 +538,27 @@ func (s *Store) diskSize() (int64, error) {
 // index that the sync covers: the consensus log may be trimmed up to it.
 // After a crash of the machine the store opens at this index or above it
 // (see durable.go).
+//
+// Applies go on while Sync fsyncs Badger's logs (tens of milliseconds on a
+// busy disk): it holds applyMu only to read the applied index, whose
+// groups are then in the files, and to record that index durable once the
+// fsyncs are done. What is applied meanwhile lies at higher versions,
+// which the recorded index does not claim.
 func (s *Store) Sync() (uint64, error) {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
 	s.applyMu.Lock()
-	defer s.applyMu.Unlock()
-	if s.closed.Load() {
+	closed, applied := s.closed.Load(), s.state.Load().applied
+	s.applyMu.Unlock()
+	if closed {
 		return 0, ErrClosed
 	}
-	applied := s.state.Load().applied
-	if err := s.syncLocked(applied); err != nil {
+	if err := s.syncBadger(); err != nil {
+		return 0, err
+	}
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	if err := s.recordDurable(applied); err != nil {
 		return 0, err
 	}
 	return applied, nil

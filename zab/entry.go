@@ -51,7 +51,8 @@ const (
 type Result = any
 
 // StateMachine is applied by the member, from one goroutine, in index order.
-// Apply and Sync are never called concurrently.
+// Sync is called from another goroutine, beside Apply and a Snapshotter's
+// Restore.
 type StateMachine interface {
 	// Apply applies committed entries (a contiguous batch) and returns one
 	// result per entry (opaque to zab). An error is fatal for the member
@@ -61,8 +62,9 @@ type StateMachine interface {
 	// (read at startup; log replay starts after it).
 	AppliedIndex() uint64
 	// Sync makes everything applied so far durable and returns the index it
-	// covers. The log may be trimmed only at or below an index a Sync
-	// returned.
+	// covers: at least the last index of every Apply that returned before
+	// Sync was called, and never one an Apply has not been handed. The log
+	// may be trimmed only at or below an index a Sync returned.
 	Sync() (uint64, error)
 }
 

@@ -260,8 +260,6 @@ type Member struct {
 	wal    *wal
 	lock   *dirLock
 
-	syncReqs chan chan syncResult
-
 	stopOnce sync.Once
 	stopCh   chan struct{} // closed to ask every goroutine to stop
 	done     chan struct{} // closed once everything has stopped and been released
@@ -274,6 +272,10 @@ type Member struct {
 	epoch        atomic.Uint32
 	lastZxid     atomic.Uint64
 	appliedIndex atomic.Uint64
+	// handedIndex is the last index handed to the state machine, by an
+	// Apply or a restore, before it returned: what a Sync, which runs
+	// beside them, may cover.
+	handedIndex atomic.Uint64
 
 	applied appliedNotifier
 	roles   roleFeed
@@ -305,11 +307,6 @@ type result struct {
 }
 
 func (p *proposal) finish(val Result, err error) { p.done <- result{val, err} }
-
-type syncResult struct {
-	index uint64
-	err   error
-}
 
 // Open opens (or creates) the log in cfg.Dir, recovers it, replays every
 // entry after sm.AppliedIndex() into sm, persists a new epoch, and starts
@@ -439,41 +436,39 @@ func (pd *Pending) Wait(ctx context.Context) (Result, error) {
 	}
 }
 
-// Trim makes the state machine durable (StateMachine.Sync, run between
-// applies) and removes every sealed log segment whose entries are all at
-// or below the index Sync covered. It returns that index.
+// Trim makes the state machine durable (StateMachine.Sync, beside the
+// applies, which a Sync of tens of milliseconds would otherwise hold up
+// once a trim interval) and removes every sealed log segment whose entries
+// are all at or below the index Sync covered. It returns that index.
 func (m *Member) Trim(ctx context.Context) (uint64, error) {
-	req := make(chan syncResult, 1)
 	select {
-	case m.syncReqs <- req:
 	case <-m.stopCh:
 		return 0, m.stoppedErr()
 	case <-ctx.Done():
 		return 0, ctx.Err()
+	default:
 	}
-	var res syncResult
-	select {
-	case res = <-req:
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	}
-	if res.err != nil {
-		return 0, fmt.Errorf("zab: trim: sync state machine: %w", res.err)
-	}
-	// Sync ran on the applier, so appliedIndex already covers what it saw.
-	if applied := m.appliedIndex.Load(); res.index > applied {
-		return 0, fmt.Errorf("zab: trim: state machine says Sync covers index %d but only %d was applied; not trimming",
-			res.index, applied)
-	}
-	removed, err := m.wal.trimThrough(res.index)
+	synced, err := m.sm.Sync()
 	if err != nil {
-		return res.index, fmt.Errorf("zab: trim through %d: %w", res.index, err)
+		return 0, fmt.Errorf("zab: trim: sync state machine: %w", err)
+	}
+	// The state machine may have counted a group whose Apply has not
+	// returned yet; the log is trimmed only through what the member has
+	// seen applied.
+	if handed := max(m.handedIndex.Load(), m.appliedIndex.Load()); synced > handed {
+		return 0, fmt.Errorf("zab: trim: state machine says Sync covers index %d but only %d was handed to it; not trimming",
+			synced, handed)
+	}
+	through := min(synced, m.appliedIndex.Load())
+	removed, err := m.wal.trimThrough(through)
+	if err != nil {
+		return through, fmt.Errorf("zab: trim through %d: %w", through, err)
 	}
 	if removed > 0 {
-		m.logger.Debug("trimmed log", "through", res.index, "segments_removed", removed,
+		m.logger.Debug("trimmed log", "through", through, "segments_removed", removed,
 			"first_index", m.wal.firstIndex())
 	}
-	return res.index, nil
+	return through, nil
 }
 
 // Status reports the member's progress.

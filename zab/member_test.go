@@ -183,6 +183,36 @@ func TestTrimNeverRemovesUnsyncedEntries(t *testing.T) {
 	}
 }
 
+// TestTrimDoesNotWaitForApply checks that a trim syncs the state machine
+// beside an Apply in progress instead of queueing behind it: the store's
+// sync takes tens of milliseconds, and every write would wait that long
+// once a trim interval.
+func TestTrimDoesNotWaitForApply(t *testing.T) {
+	sm := &memSM{syncAll: true}
+	m := openT(t, Config{Dir: t.TempDir(), SegmentSize: 128}, sm)
+	proposeN(t, m, 20)
+	sm.gate, sm.entered = make(chan struct{}), make(chan struct{})
+	proposed := make(chan error, 1)
+	go func() {
+		_, err := m.Propose(context.Background(), []byte("held"))
+		proposed <- err
+	}()
+	<-sm.entered
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	got, err := m.Trim(ctx)
+	close(sm.gate)
+	if err != nil {
+		t.Fatalf("Trim while an Apply was held: %v", err)
+	}
+	if got != 20 || m.Status().FirstIndex <= 1 {
+		t.Fatalf("Trim covered %d and the log starts at %d, want 20 and segments removed", got, m.Status().FirstIndex)
+	}
+	if err := <-proposed; err != nil {
+		t.Fatalf("the held proposal: %v", err)
+	}
+}
+
 func TestTrimRefusesSyncAboveApplied(t *testing.T) {
 	sm := &memSM{}
 	m := openT(t, Config{Dir: t.TempDir(), SegmentSize: 100}, sm)

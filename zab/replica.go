@@ -179,15 +179,14 @@ func openMember(cfg Config, sm StateMachine, lock *dirLock) (*Member, error) {
 	}
 
 	m := &Member{
-		cfg:      cfg,
-		logger:   cfg.Logger,
-		sm:       sm,
-		wal:      w,
-		lock:     lock,
-		syncReqs: make(chan chan syncResult),
-		stopCh:   make(chan struct{}),
-		done:     make(chan struct{}),
-		roles:    newRoleFeed(),
+		cfg:    cfg,
+		logger: cfg.Logger,
+		sm:     sm,
+		wal:    w,
+		lock:   lock,
+		stopCh: make(chan struct{}),
+		done:   make(chan struct{}),
+		roles:  newRoleFeed(),
 	}
 	m.appliedIndex.Store(applied)
 	m.lastZxid.Store(w.lastZxid)
@@ -938,54 +937,44 @@ func (r *replica) runApplier() {
 	m := r.m
 	defer m.wg.Done()
 	failed := false
-	for {
-		select {
-		case <-r.apply.signal:
-			items, closed := r.apply.take()
-			for i := 0; i < len(items); i++ {
-				if failed {
-					if it := items[i]; it.restore != nil {
-						it.restore.done <- m.stoppedErr()
-					}
-					continue
+	for range r.apply.signal {
+		items, closed := r.apply.take()
+		for i := 0; i < len(items); i++ {
+			if failed {
+				if it := items[i]; it.restore != nil {
+					it.restore.done <- m.stoppedErr()
 				}
-				// Merge consecutive entry batches into one Apply.
-				if items[i].entries != nil {
-					batch := items[i].entries
-					var durable uint64 // the last entry handed early
+				continue
+			}
+			// Merge consecutive entry batches into one Apply.
+			if items[i].entries != nil {
+				batch := items[i].entries
+				var durable uint64 // the last entry handed early
+				if items[i].early {
+					durable = batch[len(batch)-1].Index
+				}
+				for i+1 < len(items) && items[i+1].entries != nil && len(batch) < replayBatchEntries {
+					i++
+					batch = append(batch, items[i].entries...)
 					if items[i].early {
 						durable = batch[len(batch)-1].Index
 					}
-					for i+1 < len(items) && items[i+1].entries != nil && len(batch) < replayBatchEntries {
-						i++
-						batch = append(batch, items[i].entries...)
-						if items[i].early {
-							durable = batch[len(batch)-1].Index
-						}
-					}
-					if err := r.applyEntries(batch, durable); err != nil {
-						failed = true
-						if !errors.Is(err, ErrStopped) {
-							m.fail(err)
-						}
-					}
-					continue
 				}
-				if err := r.applyOther(items[i]); err != nil {
+				if err := r.applyEntries(batch, durable); err != nil {
 					failed = true
-					m.fail(err)
+					if !errors.Is(err, ErrStopped) {
+						m.fail(err)
+					}
 				}
-			}
-			if closed {
-				return
-			}
-		case req := <-m.syncReqs:
-			if failed {
-				req <- syncResult{err: m.stoppedErr()}
 				continue
 			}
-			idx, err := r.sm.Sync()
-			req <- syncResult{index: idx, err: err}
+			if err := r.applyOther(items[i]); err != nil {
+				failed = true
+				m.fail(err)
+			}
+		}
+		if closed {
+			return
 		}
 	}
 }
@@ -1005,6 +994,7 @@ func (r *replica) applyEntries(ents []Entry, durable uint64) error {
 		results []Result
 		err     error
 	)
+	r.m.handedIndex.Store(last)
 	if durable != 0 {
 		results, err = r.early.ApplyWhen(ents, func() error { return r.lw.waitDurable(durable) })
 	} else {
@@ -1064,6 +1054,7 @@ func (r *replica) applyOther(it applyItem) error {
 			it.restore.done <- errors.New("the state machine cannot restore snapshots")
 			return nil
 		}
+		r.m.handedIndex.Store(it.restore.index)
 		if err := ss.Restore(bytes.NewReader(it.restore.data)); err != nil {
 			it.restore.done <- err
 			return fmt.Errorf("restore snapshot at index %d: %w", it.restore.index, err)
