@@ -64,6 +64,26 @@ func (b *applyBase) lookup(key []byte) (baseNode, error) {
 	return rec, nil
 }
 
+// HasChild is the reader's, and keeps what a "no" implies. A path other
+// than a system node's that is not in its parent's child index is not in
+// the tree, and so has no node record (core keeps the two in step, and its
+// tests check that after every group). A create asks HasChild and nothing
+// else of its own path (see core's inTree), so without this the event
+// recorder and the census would then ask Badger for the node record, and a
+// lookup of an absent key is Badger's dearest: every memtable, every
+// level's filter.
+func (b *applyBase) HasChild(parent, name []byte) (bool, error) {
+	ok, err := b.reader.HasChild(parent, name)
+	if err != nil || ok {
+		return ok, err
+	}
+	path := core.JoinPath(parent, name)
+	if _, seen := b.raw[string(path)]; !seen && !core.IsSystemPath(path) {
+		b.raw[string(path)] = baseNode{}
+	}
+	return false, nil
+}
+
 func (b *applyBase) Dir(path []byte) (*core.Dir, error) {
 	enc, ok := b.dirs[string(path)]
 	if !ok {
