@@ -154,9 +154,9 @@ func (c *conn) resetStats() {
 	c.stats.reset()
 }
 
-// countReceived counts one frame (or four-letter word) read.
-func (c *conn) countReceived() {
-	c.lastActive.Store(time.Now().UnixMilli())
+// countReceived counts one frame (or four-letter word) read at now.
+func (c *conn) countReceived(now time.Time) {
+	c.lastActive.Store(now.UnixMilli())
 	c.received.Add(1)
 	c.srv.stats.received.Add(1)
 }
@@ -310,7 +310,7 @@ func (c *conn) handshake() bool {
 		c.logReadError(err)
 		return false
 	}
-	c.countReceived()
+	c.countReceived(time.Now())
 	var req jute.ConnectRequest
 	if err := jute.Unmarshal(frame, &req); err != nil {
 		c.log.Warn("closing connection: malformed connect request", "err", err)
@@ -468,7 +468,8 @@ func (c *conn) createSession(ctx context.Context, timeoutMs int32) (*session, er
 }
 
 // keepAlive renews the session's lease with the leader, on every ping and
-// otherwise at most every quarter timeout. It returns false when the
+// otherwise at most every quarter timeout; now is when the request that
+// asks arrived. It returns false when the
 // connection must end: the session has expired, or no renewal has reached
 // a leader for half the timeout.
 //
@@ -479,9 +480,8 @@ func (c *conn) createSession(ctx context.Context, timeoutMs int32) (*session, er
 // (without the session-expired reply) so that the client finds a member
 // that has a leader, as ZooKeeper servers close their connections when
 // they stop following.
-func (c *conn) keepAlive(force bool) bool {
+func (c *conn) keepAlive(force bool, now time.Time) bool {
 	s := c.session.Load()
-	now := time.Now()
 	if !force && now.Before(c.nextKA) {
 		return true
 	}

@@ -25,7 +25,7 @@ func (c *conn) fourLetterWord() bool {
 	}
 	c.srv.awaitReady()
 	cmd := string(head)
-	c.countReceived()
+	c.countReceived(time.Now())
 	var out string
 	switch {
 	case !c.srv.allowed(cmd):

@@ -31,11 +31,11 @@ type reply struct {
 
 func errReply(zxid int64, code jute.Code) reply { return reply{zxid: zxid, code: code} }
 
-// prepare decodes one request and does, in the reader, everything that
-// depends on its place in the stream: validation, ACL fix-up, addAuth, and
-// submitting a write. It returns the request to queue (nil: none) and
+// prepare decodes one request, read at now, and does, in the reader,
+// everything that depends on its place in the stream: validation, ACL
+// fix-up, addAuth, and submitting a write. It returns the request to queue (nil: none) and
 // whether to go on reading.
-func (c *conn) prepare(frame []byte) (*request, bool) {
+func (c *conn) prepare(frame []byte, now time.Time) (*request, bool) {
 	d := &c.dec
 	d.Reset(frame)
 	d.SetMaxLength(c.srv.cfg.MaxBuffer)
@@ -45,7 +45,7 @@ func (c *conn) prepare(frame []byte) (*request, bool) {
 		c.log.Warn("closing connection: malformed request header", "err", d.Err())
 		return nil, false
 	}
-	req := &request{xid: hdr.Xid, op: hdr.Type, ids: c.ids, start: time.Now()}
+	req := &request{xid: hdr.Xid, op: hdr.Type, ids: c.ids, start: now}
 	// Before anything else, as ZooKeeper's processPacket checks it.
 	if hdr.Type != jute.OpAuth && hdr.Type != jute.OpSASL && c.authEnforced() {
 		c.log.Info("closing connection: the session has not authenticated with a required scheme",
@@ -69,7 +69,7 @@ func (c *conn) prepare(frame []byte) (*request, bool) {
 			return req, true
 		}
 	}
-	if !c.keepAlive(hdr.Type == jute.OpPing) {
+	if !c.keepAlive(hdr.Type == jute.OpPing, now) {
 		return nil, false
 	}
 	switch op := hdr.Type; op {

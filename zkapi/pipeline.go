@@ -70,8 +70,11 @@ func (c *conn) readLoop(queue chan<- *request) {
 			return
 		}
 		c.readAhead.Store(c.br.Buffered() > 0)
-		c.countReceived()
-		req, more := c.prepare(frame)
+		// One clock reading per request: its arrival, its latency's
+		// start, the session renewal's schedule.
+		now := time.Now()
+		c.countReceived(now)
+		req, more := c.prepare(frame, now)
 		if req != nil && req.pending == nil {
 			c.readsQueued++
 		}
