@@ -355,10 +355,12 @@ func BenchmarkTreeNodeLatest(b *testing.B) {
 	defer s.Close()
 	value := bytes.Repeat([]byte("v"), 256)
 	path := func(i int) []byte { return fmt.Appendf(nil, "/bench/key-%06d", i%benchKeys) }
+	openACL := []core.ACL{{Perms: core.PermAll, ID: core.ID{Scheme: "world", ID: "anyone"}}}
 	entries := []core.Entry{{Index: 1, Time: 1, Op: txnOf(core.TxnOp{Kind: core.OpCreate, Key: []byte("/bench"), Value: []byte{}})}}
 	for i := range benchKeys {
 		idx := uint64(i + 2)
-		entries = append(entries, core.Entry{Index: idx, Time: int64(idx), Op: txnOf(core.TxnOp{Kind: core.OpCreate, Key: path(i), Value: value})})
+		// With ZooKeeper's open ACL, as the bench tool's clients create.
+		entries = append(entries, core.Entry{Index: idx, Time: int64(idx), Op: txnOf(core.TxnOp{Kind: core.OpCreate, Key: path(i), Value: value, Create: &core.CreateOptions{ACL: openACL}})})
 	}
 	for len(entries) > 0 {
 		n := min(len(entries), 256)
