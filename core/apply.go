@@ -983,28 +983,36 @@ func (a *applier) compact(c *Compact) *Result {
 	return &Result{}
 }
 
-// alarm raises or clears one alarm, keeping Meta.Alarms ordered by member
-// then type.
+// alarm raises or clears one alarm in Meta.Alarms.
 func (a *applier) alarm(c *AlarmChange) *Result {
 	if c.Alarm.Type != AlarmNoSpace && c.Alarm.Type != AlarmCorrupt {
 		return &Result{Err: errCode(CodeBadArguments, nil)}
 	}
-	i, found := slices.BinarySearchFunc(a.meta.Alarms, c.Alarm, compareAlarms)
-	if found == c.Activate {
-		return &Result{}
+	if alarms, changed := ChangeAlarms(a.meta.Alarms, c); changed {
+		a.meta.Alarms = alarms
+		a.metaChanged = true
 	}
-	alarms := slices.Clone(a.meta.Alarms)
-	if c.Activate {
-		alarms = slices.Insert(alarms, i, c.Alarm)
-	} else {
-		alarms = slices.Delete(alarms, i, i+1)
-	}
-	if len(alarms) == 0 {
-		alarms = nil
-	}
-	a.meta.Alarms = alarms
-	a.metaChanged = true
 	return &Result{}
+}
+
+// ChangeAlarms returns alarms (ordered by member then type) after c, and
+// whether c changed them; alarms itself is left as it was. Raising an
+// active alarm or clearing an inactive one changes nothing.
+func ChangeAlarms(alarms []Alarm, c *AlarmChange) ([]Alarm, bool) {
+	i, found := slices.BinarySearchFunc(alarms, c.Alarm, compareAlarms)
+	if found == c.Activate {
+		return alarms, false
+	}
+	next := slices.Clone(alarms)
+	if c.Activate {
+		next = slices.Insert(next, i, c.Alarm)
+	} else {
+		next = slices.Delete(next, i, i+1)
+	}
+	if len(next) == 0 {
+		next = nil
+	}
+	return next, true
 }
 
 func compareAlarms(x, y Alarm) int {

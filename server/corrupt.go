@@ -172,14 +172,23 @@ func (c *corruptChecker) propose(ctx context.Context, op *core.Op) error {
 
 // applied looks at a segment of applied entries (which ends with the only
 // HashCheck it holds, if any): reports are counted, a check begins.
-func (c *corruptChecker) applied(ref *stateRef, entries []core.Entry) {
+// alarms are the replicated alarms before the segment, results the
+// entries' results: the checker follows the segment's alarm changes in log
+// order, so that whether a mismatch is news depends on the log alone, not
+// on how the entries were batched (the member has applied the whole
+// segment, alarms and all, by now).
+func (c *corruptChecker) applied(ref *stateRef, entries []core.Entry, results []*core.Result, alarms []core.Alarm) {
 	if !c.running.Load() {
 		return
 	}
-	for _, e := range entries {
+	for i, e := range entries {
 		switch {
+		case e.Op.Alarm != nil:
+			if results[i].Err == nil {
+				alarms, _ = core.ChangeAlarms(alarms, e.Op.Alarm)
+			}
 		case e.Op.HashReport != nil:
-			c.report(*e.Op.HashReport)
+			c.report(*e.Op.HashReport, alarms)
 		case e.Op.HashCheck != nil:
 			c.begin(ref, e.Index)
 		}
@@ -233,8 +242,9 @@ func (c *corruptChecker) begin(ref *stateRef, index uint64) {
 	}()
 }
 
-// report counts one member's hash for its round.
-func (c *corruptChecker) report(rep core.HashReport) {
+// report counts one member's hash for its round; alarms are those active
+// at the report's place in the log.
+func (c *corruptChecker) report(rep core.HashReport, alarms []core.Alarm) {
 	i := slices.IndexFunc(c.rounds, func(r *checkRound) bool { return r.index == rep.Index })
 	if i < 0 || !slices.Contains(c.members, rep.Member) {
 		return // a round this member did not see begin, or forgot
@@ -245,18 +255,18 @@ func (c *corruptChecker) report(rep core.HashReport) {
 	}
 	r.reports[rep.Member] = rep.Hash
 	if !r.decided {
-		c.decide(r)
+		c.decide(r, alarms)
 		return
 	}
 	if r.trusted && rep.Hash != r.majority {
-		c.mismatch(r, []uint64{rep.Member})
+		c.mismatch(r, []uint64{rep.Member}, alarms)
 	}
 }
 
 // decide settles a round once a majority of the voters agree on a hash,
 // or once every member has reported. Until then it waits: a member that is
 // slow to report is no evidence of anything.
-func (c *corruptChecker) decide(r *checkRound) {
+func (c *corruptChecker) decide(r *checkRound, alarms []core.Alarm) {
 	byHash := map[uint64][]uint64{}
 	for id, h := range r.reports {
 		byHash[h] = append(byHash[h], id)
@@ -288,12 +298,12 @@ func (c *corruptChecker) decide(r *checkRound) {
 			}
 		}
 		slices.Sort(damaged)
-		c.mismatch(r, damaged)
+		c.mismatch(r, damaged, alarms)
 	case len(r.reports) == len(c.members):
 		// Everyone reported and no hash has a majority: nobody can be
 		// trusted, so the alarm names the whole cluster, as etcd's does.
 		r.decided = true
-		c.mismatch(r, []uint64{0})
+		c.mismatch(r, []uint64{0}, alarms)
 	}
 }
 
@@ -313,12 +323,12 @@ func (c *corruptChecker) hashes(r *checkRound) string {
 
 // mismatch says which members' states differ and, on the leader, raises
 // their CORRUPT alarms. It logs an error when that news is new, and a
-// warning while their alarms are already raised.
-func (c *corruptChecker) mismatch(r *checkRound, damaged []uint64) {
-	active := c.m.Alarms()
+// warning while their alarms are already raised (in alarms, the
+// replicated alarms at this point of the log).
+func (c *corruptChecker) mismatch(r *checkRound, damaged []uint64, alarms []core.Alarm) {
 	known := true
 	for _, id := range damaged {
-		known = known && slices.Contains(active, core.Alarm{Member: id, Type: core.AlarmCorrupt})
+		known = known && slices.Contains(alarms, core.Alarm{Member: id, Type: core.AlarmCorrupt})
 	}
 	log := c.m.log.Error
 	if known {

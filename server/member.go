@@ -437,12 +437,13 @@ func (s *stateMachine) ApplyWhen(entries []zab.Entry, durable func() error) ([]a
 		hub.Publish(batches)
 		m.lessor.observe(seg, results)
 		m.reaper.candidates.observe(batches)
+		alarmsBefore := m.replicatedAlarms()
 		if slices.ContainsFunc(seg, func(e core.Entry) bool { return e.Op.Alarm != nil || e.Op.Auth != nil }) {
 			if err := m.loadAlarms(ref); err != nil {
 				return nil, fmt.Errorf("server: read alarms and auth: %w", err)
 			}
 		}
-		m.checker.applied(ref, seg)
+		m.checker.applied(ref, seg, results, alarmsBefore)
 		m.cfg.Observer.Applied(len(seg), time.Since(start)-waited)
 		for _, r := range results {
 			out = append(out, r)
