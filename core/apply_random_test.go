@@ -110,7 +110,12 @@ func FuzzDecodeRecords(f *testing.F) {
 	f.Add(core.AppendDir(nil, &core.Dir{NumChildren: 2}))
 	f.Add(core.AppendLease(nil, &core.Lease{ID: 7, Session: &core.Session{Password: []byte("pw")}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		_, _ = core.DecodeNode([]byte("k"), b)
+		n, err := core.DecodeNode([]byte("k"), b)
+		// The shared decoding reads the same node, and never past b.
+		shared, sharedErr := core.DecodeNodeShared([]byte("k"), slices.Clip(b))
+		if (err == nil) != (sharedErr == nil) || !reflect.DeepEqual(n, shared) {
+			t.Fatalf("DecodeNode %+v %v, DecodeNodeShared %+v %v", n, err, shared, sharedErr)
+		}
 		_, _ = core.DecodeDir(b)
 		_, _ = core.DecodeLease(b)
 		_, _ = core.DecodeMeta(b)

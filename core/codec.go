@@ -44,6 +44,8 @@ func (e *encoder) str(s string) { e.u(uint64(len(s))); e.b = append(e.b, s...) }
 type decoder struct {
 	b   []byte
 	err error
+	// shared makes bytes return slices of b instead of copies.
+	shared bool
 }
 
 func (d *decoder) fail() {
@@ -100,8 +102,13 @@ func (d *decoder) bytes() []byte {
 		d.fail()
 		return nil
 	}
-	v := make([]byte, n)
-	copy(v, d.b)
+	var v []byte
+	if d.shared {
+		v = d.b[:n:n]
+	} else {
+		v = make([]byte, n)
+		copy(v, d.b)
+	}
 	d.b = d.b[n:]
 	return v
 }
@@ -222,9 +229,21 @@ func AppendNode(b []byte, n *Node) []byte {
 	return e.b
 }
 
-// DecodeNode decodes a stored node whose key is key.
+// DecodeNode decodes a stored node whose key is key. The node keeps no
+// part of b.
 func DecodeNode(key, b []byte) (*Node, error) {
-	d := decoder{b: b}
+	return decodeNode(key, decoder{b: b})
+}
+
+// DecodeNodeShared decodes a stored node whose key is key, as DecodeNode
+// does, except that the node's Value is a part of b: for a caller that
+// keeps b, and the node, unchanged for as long as the node lives (the
+// store's record cache).
+func DecodeNodeShared(key, b []byte) (*Node, error) {
+	return decodeNode(key, decoder{b: b, shared: true})
+}
+
+func decodeNode(key []byte, d decoder) (*Node, error) {
 	d.header()
 	n := &Node{Key: key}
 	n.Value = d.bytes()

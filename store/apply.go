@@ -37,7 +37,9 @@ func (b *applyBase) Node(key []byte) (*core.Node, error) {
 		return nil, err
 	}
 	if rec.node == nil {
-		if rec.node, err = core.DecodeNode(bytes.Clone(key), rec.enc); err != nil {
+		// enc is never modified (see recordCache), so the node may share
+		// its value instead of copying it.
+		if rec.node, err = core.DecodeNodeShared(bytes.Clone(key), rec.enc); err != nil {
 			return nil, err
 		}
 		b.raw[string(key)] = rec

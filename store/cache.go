@@ -1,6 +1,11 @@
 package store
 
-import "sync"
+import (
+	"sync"
+	"unsafe"
+
+	"github.com/januskv/janus/core"
+)
 
 // recordCache holds the latest stored encoding of recently read or written
 // records of one kind (node records, Dir records), keyed by the record's key
@@ -59,6 +64,20 @@ type recordCache struct {
 type cacheEntry struct {
 	enc   []byte
 	since uint64
+	// node is enc decoded, once a reader of a node record has decoded it
+	// (see View.Node); its Value is a part of enc. Readers share it and
+	// hand out copies of the struct, so neither is ever modified.
+	node *core.Node
+}
+
+// size is what the entry of key costs the cache's budget.
+func (e cacheEntry) size(key []byte) int64 {
+	n := int64(len(key)+len(e.enc)) + cacheEntryOverhead
+	if e.node != nil {
+		n += int64(unsafe.Sizeof(core.Node{})) + int64(len(e.node.Key)) +
+			int64(len(e.node.ACL))*int64(unsafe.Sizeof(core.ACL{}))
+	}
+	return n
 }
 
 // cacheEntryOverhead approximates what one entry costs beyond its key and
@@ -82,8 +101,15 @@ func (c *recordCache) reset(at uint64) {
 // get returns the cached encoding of key (nil: absent) at applied index at,
 // and whether the cache knows it. at must not be above the cache's.
 func (c *recordCache) get(key []byte, at uint64) ([]byte, bool) {
+	e, ok := c.entry(key, at)
+	return e.enc, ok
+}
+
+// entry returns the cache's entry of key at applied index at, and whether
+// the cache knows it. at must not be above the cache's.
+func (c *recordCache) entry(key []byte, at uint64) (cacheEntry, bool) {
 	if c.half <= 0 {
-		return nil, false
+		return cacheEntry{}, false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -94,9 +120,26 @@ func (c *recordCache) get(key []byte, at uint64) ([]byte, bool) {
 		}
 	}
 	if !ok || e.since > at {
-		return nil, false
+		return cacheEntry{}, false
 	}
-	return e.enc, true
+	return e, true
+}
+
+// keepDecoded attaches n, decoded from enc, to key's entry if that entry
+// still holds enc itself (not an equal copy read by another reader, nor a
+// later record). n and enc must not be modified afterwards.
+func (c *recordCache) keepDecoded(key, enc []byte, n *core.Node) {
+	if c.half <= 0 || len(enc) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.cur[string(key)]
+	if !ok || e.node != nil || len(e.enc) != len(enc) || &e.enc[0] != &enc[0] {
+		return
+	}
+	e.node = n
+	c.putLocked(key, e)
 }
 
 // add admits enc (nil: absent), read at applied index at, as key's record,
@@ -137,9 +180,9 @@ func (c *recordCache) advance(at uint64, writes func(set func(key, enc []byte)))
 
 // putLocked records e as key's entry in the current generation.
 func (c *recordCache) putLocked(key []byte, e cacheEntry) {
-	size := int64(len(key)+len(e.enc)) + cacheEntryOverhead
+	size := e.size(key)
 	if prev, ok := c.cur[string(key)]; ok {
-		c.curBytes -= int64(len(key)+len(prev.enc)) + cacheEntryOverhead
+		c.curBytes -= prev.size(key)
 	}
 	c.cur[string(key)] = e
 	c.curBytes += size

@@ -121,6 +121,79 @@ func TestAbsentDirOfANodeIsCached(t *testing.T) {
 	}
 }
 
+// TestDecodedNodeIsKeptAndShared checks the node the cache keeps decoded:
+// the first read of a cached record decodes it once, later reads get copies
+// that a caller may change without touching the cache, a write replaces it,
+// and a node read before the write keeps the value it was read with.
+func TestDecodedNodeIsKeptAndShared(t *testing.T) {
+	s, err := Open(Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var index uint64
+	key := []byte("/n")
+	applyOne(t, s, &index, core.TxnOp{Kind: core.OpCreate, Key: key, Value: []byte("one")})
+	read := func() *core.Node {
+		t.Helper()
+		v, err := s.Latest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer v.Close()
+		n, err := v.Node(key)
+		if err != nil || n == nil {
+			t.Fatalf("read %s: %v %v", key, n, err)
+		}
+		return n
+	}
+	decoded := func() *core.Node {
+		e, _ := s.nodeCache.entry(key, index)
+		return e.node
+	}
+
+	first := read() // a miss: read from Badger, admitted, decoded
+	if decoded() == nil {
+		t.Fatal("the first read left no decoded node in the cache")
+	}
+	kept := decoded()
+	first.Version, first.Value = 99, []byte("changed by a caller")
+	second := read()
+	if decoded() != kept {
+		t.Fatal("a hit decoded the record again")
+	}
+	if second == kept || second.Version != 1 || string(second.Value) != "one" {
+		t.Fatalf("second read %+v, want a copy of the kept node at version 1", second)
+	}
+
+	applyOne(t, s, &index, core.TxnOp{Kind: core.OpSetData, Key: key, Value: []byte("two"), ExpectedVersion: -1})
+	if decoded() != nil {
+		t.Fatal("a write kept the old decoded node")
+	}
+	if n := read(); string(n.Value) != "two" || n.Version != 2 {
+		t.Fatalf("after setData read %+v", n)
+	}
+	if string(second.Value) != "one" {
+		t.Fatalf("a node read before the write now has value %q", second.Value)
+	}
+
+	// Only the very encoding an entry holds takes a decoded node: an equal
+	// copy may be another reader's, admitted at another index.
+	e, _ := s.nodeCache.entry(key, index)
+	s.nodeCache.mu.Lock()
+	e.node = nil
+	s.nodeCache.cur[string(key)] = e
+	s.nodeCache.mu.Unlock()
+	s.nodeCache.keepDecoded(key, bytes.Clone(e.enc), kept)
+	if decoded() != nil {
+		t.Fatal("a node decoded from a copy of the record was kept")
+	}
+	s.nodeCache.keepDecoded(key, e.enc, kept)
+	if decoded() != kept {
+		t.Fatal("a node decoded from the entry's record was not kept")
+	}
+}
+
 // TestCachedReadsMatchBadger reads every key through the caches of views of
 // the latest state and of recent revisions, while groups of random entries are applied, and
 // compares each answer with what Badger holds at the view's applied index.

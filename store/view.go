@@ -43,25 +43,38 @@ func (v *View) Meta() (core.Meta, error) {
 }
 
 // Node answers from the store's cache when it can: a ZooKeeper read of a
-// hot node then asks Badger for nothing.
+// hot node then asks Badger for nothing, and decodes nothing either. The
+// cache keeps the node the first reader decoded; every reader gets a copy
+// of it that shares its Key, Value and ACL, which nobody modifies (core
+// clones a node before changing it).
 func (v *View) Node(key []byte) (*core.Node, error) {
 	if v.nodes == nil {
 		return v.reader.Node(key)
 	}
-	enc, ok := v.nodes.get(key, v.at)
+	e, ok := v.nodes.entry(key, v.at)
 	if !ok {
-		var err error
-		if enc, err = v.get(nodeKey(key)); err != nil {
+		enc, err := v.get(nodeKey(key))
+		if err != nil {
 			return nil, fmt.Errorf("store: read node %q: %w", key, err)
 		}
 		if enc != nil {
 			v.nodes.add(key, enc, v.at)
 		}
+		e = cacheEntry{enc: enc}
 	}
-	if enc == nil {
+	if e.enc == nil {
 		return nil, nil
 	}
-	return core.DecodeNode(bytes.Clone(key), enc)
+	n := e.node
+	if n == nil {
+		var err error
+		if n, err = core.DecodeNodeShared(bytes.Clone(key), e.enc); err != nil {
+			return nil, err
+		}
+		v.nodes.keepDecoded(key, e.enc, n)
+	}
+	c := *n
+	return &c, nil
 }
 
 // Dir answers from the store's cache when it can. A missing Dir is
