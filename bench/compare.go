@@ -44,7 +44,10 @@ type compareConfig struct {
 	memKeys1M bool
 	memSettle time.Duration
 	profile   bool
-	janusArgs string
+	// profileRounds profiles the measured rounds too, each into a file of
+	// its own.
+	profileRounds bool
+	janusArgs     string
 }
 
 func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -67,6 +70,7 @@ func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.DurationVar(&c.memSettle, "mem-settle", 3*time.Second, "wait this long after the last key is loaded before reading RSS and disk (background compactions and GC settle)")
 	fs.StringVar(&c.janusArgs, "janus-args", "", "extra flags for every Janus member, space-separated (e.g. \"--reaper-interval 1m\"), for diagnostic runs; the report records them")
 	fs.BoolVar(&c.profile, "profile", false, "take a CPU profile of every Janus member (its /debug/pprof) during each workload's discarded warm-up round, into the report directory as profile-<workload>-janus<member>.pb.gz")
+	fs.BoolVar(&c.profileRounds, "profile-rounds", false, "with --profile, profile every measured round too, as profile-<workload>-janus<member>-r<round>.pb.gz: the profile of a slow round says what made it slow, at the cost of the profiler's own (a few percent) in the measured figures")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -218,8 +222,8 @@ func runRounds(ctx context.Context, l *servers.Launcher, c compareConfig, ready 
 				opts := c.opts
 				opts.Prefix = fmt.Sprintf("/bench/%s-r%d", wname, round)
 				var profiled func()
-				if c.profile && round == 0 && len(s.HTTPURLs) > 0 {
-					profiled = profileMembers(ctx, s, wname, c, rep, logger)
+				if c.profile && (round == 0 || c.profileRounds) && len(s.HTTPURLs) > 0 {
+					profiled = profileMembers(ctx, s, wname, round, c, rep, logger)
 				}
 				res, err := runOnce(ctx, s, proto, wname, opts, logger)
 				if profiled != nil {
@@ -251,10 +255,11 @@ func runRounds(ctx context.Context, l *servers.Launcher, c compareConfig, ready 
 
 // profileMembers starts a CPU profile of each member of s over its HTTP
 // port for about the length of one round, and returns a function that
-// waits for them and writes them into the report directory. The profiles
-// are taken in the warm-up round, which is not counted, so the profiler's
-// own cost does not touch the measured rounds.
-func profileMembers(ctx context.Context, s *servers.System, workload string, c compareConfig, rep *report.Report, logger *slog.Logger) func() {
+// waits for them and writes them into the report directory. Unless
+// --profile-rounds asks for every round, the profiles are taken in the
+// warm-up round, which is not counted, so the profiler's own cost does not
+// touch the measured rounds.
+func profileMembers(ctx context.Context, s *servers.System, workload string, round int, c compareConfig, rep *report.Report, logger *slog.Logger) func() {
 	secs := int(c.opts.Duration.Seconds())
 	if c.opts.Ops > 0 || secs < 1 {
 		secs = 5
@@ -263,12 +268,16 @@ func profileMembers(ctx context.Context, s *servers.System, workload string, c c
 		logger.Warn("no profiles", "err", err)
 		return nil
 	}
+	suffix := ""
+	if round > 0 {
+		suffix = fmt.Sprintf("-r%d", round)
+	}
 	var wg sync.WaitGroup
 	for i, u := range s.HTTPURLs {
-		name := fmt.Sprintf("profile-%s-%s%d.pb.gz", workload, s.Name, i+1)
+		name := fmt.Sprintf("profile-%s-%s%d%s.pb.gz", workload, s.Name, i+1, suffix)
 		wg.Go(func() {
 			if err := fetchProfile(ctx, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", u, secs), filepath.Join(c.out, name)); err != nil {
-				logger.Warn("profile failed", "workload", workload, "member", i+1, "err", err)
+				logger.Warn("profile failed", "workload", workload, "member", i+1, "round", round, "err", err)
 				return
 			}
 			logger.Info("profile written", "file", name)
@@ -276,7 +285,12 @@ func profileMembers(ctx context.Context, s *servers.System, workload string, c c
 	}
 	return func() {
 		wg.Wait()
-		rep.Notes = append(rep.Notes, fmt.Sprintf("CPU profiles of the Janus members during the %s warm-up round: profile-%s-%s*.pb.gz (go tool pprof -top bin/janus FILE)", workload, workload, s.Name))
+		switch round {
+		case 0:
+			rep.Notes = append(rep.Notes, fmt.Sprintf("CPU profiles of the Janus members during the %s warm-up round: profile-%s-%s*.pb.gz (go tool pprof -top bin/janus FILE)", workload, workload, s.Name))
+		case 1:
+			rep.Notes = append(rep.Notes, fmt.Sprintf("CPU profiles of the Janus members during each measured %s round, whose figures include the profiler's cost: profile-%s-%s*-r<round>.pb.gz", workload, workload, s.Name))
+		}
 	}
 }
 

@@ -153,6 +153,8 @@ func TestCompareThreeNodeJanus(t *testing.T) {
 		memKeys:   100,
 		profile:   true,
 		out:       t.TempDir(),
+		// The measured round is profiled too (one round: one more file).
+		profileRounds: true,
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	rep, err := compare(t.Context(), c, logger)
@@ -166,8 +168,10 @@ func TestCompareThreeNodeJanus(t *testing.T) {
 	}
 	for _, w := range c.workloads {
 		for i := 1; i <= 3; i++ {
-			if _, err := os.Stat(filepath.Join(c.out, fmt.Sprintf("profile-%s-janus%d.pb.gz", w, i))); err != nil {
-				t.Error(err)
+			for _, name := range []string{fmt.Sprintf("profile-%s-janus%d.pb.gz", w, i), fmt.Sprintf("profile-%s-janus%d-r1.pb.gz", w, i)} {
+				if _, err := os.Stat(filepath.Join(c.out, name)); err != nil {
+					t.Error(err)
+				}
 			}
 		}
 	}
