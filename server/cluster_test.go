@@ -180,12 +180,28 @@ func TestChangeClusterWithAVoterDown(t *testing.T) {
 }
 
 // waitUnheard waits until leader no longer counts member id as connected:
-// until then it could not tell a stopped member from a slow one.
+// until then it could not tell a stopped member from a slow one. The
+// caller has stopped id. The leader's view (PeerAcked) lists the peers
+// heard in its last three heartbeat intervals, refreshed every interval,
+// and is nil until the first refresh; but a view lacking id is not enough
+// either: one refreshed before id finished synchronizing lacks it too, and
+// the next may list it again. So the view must lack id through twice the
+// span a heard peer stays in it, after which every peer heard before the
+// call has aged out of it.
 func waitUnheard(t *testing.T, leader *Member, id uint64) {
 	t.Helper()
+	quiet := 2 * (3 + 1) * leader.heartbeat()
 	deadline := time.Now().Add(30 * time.Second)
+	var unheardSince time.Time
 	for {
-		if _, ok := leader.zab.Status().PeerAcked[id]; !ok {
+		acked := leader.zab.Status().PeerAcked
+		_, heard := acked[id]
+		switch {
+		case acked == nil || heard:
+			unheardSince = time.Time{}
+		case unheardSince.IsZero():
+			unheardSince = time.Now()
+		case time.Since(unheardSince) >= quiet:
 			return
 		}
 		if time.Now().After(deadline) {

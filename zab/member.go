@@ -246,7 +246,9 @@ type Status struct {
 	// PeerAcked is, on a leader, the last log index each synchronized
 	// member that answered one of the last three heartbeats has
 	// acknowledged as on its disk (refreshed every heartbeat interval);
-	// nil elsewhere. LastIndex minus it is that member's lag.
+	// nil elsewhere, and on a leader until its first heartbeat interval:
+	// nil is "not known yet", not "nobody". LastIndex minus it is that
+	// member's lag.
 	PeerAcked map[uint64]uint64
 }
 
