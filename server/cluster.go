@@ -214,7 +214,17 @@ func (m *Member) ChangeCluster(ctx context.Context, version uint64, members []co
 	if err != nil {
 		return core.Cluster{}, fmt.Errorf("change cluster: %w", err)
 	}
-	if err := m.zab.WaitApplied(ctx, index); err != nil {
+	err = m.zab.WaitApplied(ctx, index)
+	if errors.Is(err, zab.ErrRemoved) {
+		// A change that removes this member can commit without this
+		// member applying it: the COMMIT may come before its log holds
+		// the entry, and a removed member writes nothing more. The
+		// configuration it took up says whether that change removed it.
+		if active, _ := m.zab.Membership(); active.Version >= next.Version {
+			err = nil
+		}
+	}
+	if err != nil {
 		return core.Cluster{}, clusterErr(fmt.Sprintf("wait applied %d", index), err)
 	}
 	if err := m.awaitActive(ctx, next.Version); err != nil {

@@ -514,7 +514,9 @@ func clusterErr(what string, err error) error {
 	switch {
 	case errors.Is(err, zab.ErrEntryTooLarge):
 		return fmt.Errorf("%s: %w: %w", what, &core.Error{Code: core.CodeTooLarge}, err)
-	case errors.Is(err, zab.ErrNoLeader):
+	case errors.Is(err, zab.ErrNoLeader), errors.Is(err, zab.ErrRemoved):
+		// A removed member has no leader for good: the client goes on
+		// with another member, as from one without a leader.
 		return fmt.Errorf("%s: %w", what, core.ErrNoLeader)
 	case errors.Is(err, zab.ErrLeaderChanged):
 		return fmt.Errorf("%s: %w", what, core.ErrLeaderChanged)

@@ -55,12 +55,17 @@ func (m *Member) ReadIndex(ctx context.Context) (uint64, error) {
 	return m.rep.readIndex(ctx)
 }
 
-// WaitApplied waits until the state machine has applied index.
+// WaitApplied waits until the state machine has applied index. On a
+// member that was removed it returns ErrRemoved for an index it will never
+// apply.
 func (m *Member) WaitApplied(ctx context.Context, index uint64) error {
 	for {
 		sig := m.applied.wait()
 		if m.appliedIndex.Load() >= index {
 			return nil
+		}
+		if after := m.removedAfter.Load(); after != 0 && index >= after {
+			return ErrRemoved
 		}
 		select {
 		case <-sig:
@@ -73,6 +78,14 @@ func (m *Member) WaitApplied(ctx context.Context, index uint64) error {
 			return m.stoppedErr()
 		}
 	}
+}
+
+// markRemoved records that a committed configuration removed this member
+// once everything through handed was handed to the applier, and wakes
+// WaitApplied.
+func (m *Member) markRemoved(handed uint64) {
+	m.removedAfter.Store(handed + 1)
+	m.applied.broadcast()
 }
 
 // setApplied records a new applied index and wakes WaitApplied.

@@ -34,6 +34,14 @@ var ErrEntryTooLarge = errors.New("zab: entry too large")
 // caller may retry, here or on another member.
 var ErrNoLeader = errors.New("zab: no leader")
 
+// ErrRemoved is returned by WaitApplied on a member that a committed
+// configuration removed, for an index it will never apply: a removed member
+// takes part in nothing, and may learn of its removal before its log holds
+// the entries up to it (the COMMIT can come with the PROPOSAL), which it
+// then never writes. Whatever it had handed to its state machine is still
+// applied.
+var ErrRemoved = errors.New("zab: this member was removed from the ensemble")
+
 // ErrLeaderChanged is returned to a proposer whose proposal was sent to a
 // leader that lost its leadership before this member applied the entry.
 // The entry may or may not commit later; a caller that retries must
@@ -278,6 +286,10 @@ type Member struct {
 	// Apply or a restore, before it returned: what a Sync, which runs
 	// beside them, may cover.
 	handedIndex atomic.Uint64
+	// removedAfter is, once a committed configuration removed this
+	// member, one more than the last index its driver handed to the
+	// applier (which applies nothing after it); zero before.
+	removedAfter atomic.Uint64
 
 	applied appliedNotifier
 	roles   roleFeed

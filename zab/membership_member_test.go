@@ -369,7 +369,8 @@ func TestSingleMemberGrows(t *testing.T) {
 }
 
 // removed waits until member id says it is removed, and checks that it
-// takes no writes.
+// takes no writes and that a wait for an index it will never apply ends
+// at once with ErrRemoved.
 func (c *cluster) removed(id uint64) {
 	c.t.Helper()
 	m := c.nodes[id].m
@@ -383,5 +384,11 @@ func (c *cluster) removed(id uint64) {
 	defer cancel()
 	if _, err := m.Propose(ctx, []byte("to a removed member")); !errors.Is(err, ErrNoLeader) {
 		c.t.Fatalf("proposal on removed member %d: %v, want ErrNoLeader", id, err)
+	}
+	eventually(c.t, fmt.Sprintf("member %d to apply what it was handed", id), func() bool {
+		return m.WaitApplied(ctx, m.Status().AppliedIndex) == nil
+	})
+	if err := m.WaitApplied(ctx, m.Status().AppliedIndex+1); !errors.Is(err, ErrRemoved) {
+		c.t.Fatalf("wait for an index after removed member %d's last: %v, want ErrRemoved", id, err)
 	}
 }

@@ -646,6 +646,10 @@ func (r *replica) carryOut(rd Ready) error {
 			r.cfg.Observer.ElectionFinished(time.Since(r.lookingSince))
 		}
 		r.role = rc.Role
+		if rc.Role == RoleRemoved {
+			// Step 3 handed the applier the last entries it gets.
+			r.m.markRemoved(r.handed)
+		}
 		r.m.roles.publish(rc)
 	}
 	r.publish(rd)
