@@ -26,18 +26,27 @@ import (
 //     ever appended to: each record is written twice.
 //   - pointer: as split, but the latest state holds only the revision of
 //     each key's record, which the history holds once.
+//   - vlog: as one, with the node records' values in Badger's value log
+//     (a 64-byte value threshold), so that compaction moves pointers.
+//   - history: the history alone, as a store that keeps the latest state
+//     in memory (with checkpoints, not measured) would write it.
 //
 // It reports the process's CPU per put (Badger's flushes and compactions
 // included) and the slowest of 50 equal slices against the median one.
 // Run it with -benchtime=1000000x or more, so that both layouts compact.
 func BenchmarkLayout(b *testing.B) {
-	for _, layout := range []string{"one", "split", "pointer"} {
+	for _, layout := range []string{"one", "vlog", "split", "pointer", "history"} {
 		b.Run(layout, func(b *testing.B) { benchLayout(b, layout) })
 	}
 }
 
 func benchLayout(b *testing.B, layout string) {
-	split, pointer := layout != "one", layout == "pointer"
+	split := layout == "split" || layout == "pointer" || layout == "history"
+	pointer, historyOnly := layout == "pointer", layout == "history"
+	threshold := valueThreshold(defaultMemTableSize)
+	if layout == "vlog" {
+		threshold = 64
+	}
 	open := func() *badger.DB {
 		opts := badger.DefaultOptions(b.TempDir()).
 			WithSyncWrites(false).
@@ -45,7 +54,7 @@ func benchLayout(b *testing.B, layout string) {
 			WithDetectConflicts(false).
 			WithMetricsEnabled(false).
 			WithMemTableSize(defaultMemTableSize).
-			WithValueThreshold(valueThreshold(defaultMemTableSize)).
+			WithValueThreshold(threshold).
 			WithNumMemtables(3).
 			WithBlockCacheSize(defaultBlockCacheSize).
 			WithBaseLevelSize(baseLevelSize).
@@ -76,6 +85,9 @@ func benchLayout(b *testing.B, layout string) {
 	sliceLen := max(b.N/parts, 1)
 	var took []time.Duration
 	write := func(db *badger.DB, ts uint64, fill func(wb *badger.WriteBatch)) {
+		if db == latest && historyOnly {
+			return
+		}
 		wb := db.NewManagedWriteBatch()
 		fill(wb)
 		if err := wb.Flush(); err != nil {

@@ -169,27 +169,34 @@ func (s *Store) writeMeta(key, v []byte) error {
 }
 
 // valueLogMaxEntries is how many values Badger writes to a value log file
-// before it starts the next one (when the file does not reach
-// valueLogFileSize first): 256 values of at least maxValueThreshold make
-// files of 16 MiB or more. It bounds what rotateValueLog writes.
-const valueLogMaxEntries = 256
+// before it starts the next one, when the file does not reach
+// valueLogFileSize first: Badger's own default, so that files of small
+// values (most records go to the value log, see maxValueThreshold) still
+// grow to the file size rather than to a few hundred kilobytes.
+const valueLogMaxEntries = 1_000_000
+
+// fillValueMax is the largest value rotateValueLog writes per fill record.
+const fillValueMax = 1 << 20
 
 // rotateValueLog makes Badger start a new value log file, so that value
 // log GC can rewrite the one it was appending to, which it never picks:
 // without this, up to a file of garbage (64 MiB) would stay after Reclaim
-// until the file filled or the store was reopened. Badger starts a new file
-// after valueLogMaxEntries values, so fill records (metaFill), each with a
-// value just big enough for the value log, are written until one appears
-// (at most valueLogMaxEntries of them, 16 MiB); flushMemtables drops them.
-// The caller holds applyMu.
+// until the file filled or the store was reopened. Badger starts a new
+// file once the one it appends to passes the value log file size, so fill
+// records (metaFill) with values as large as a write batch allows (up to
+// fillValueMax) are written until one appears: at most a file's worth,
+// which flushMemtables drops. The caller holds applyMu.
 func (s *Store) rotateValueLog() error {
-	dir := s.db.Opts().Dir
+	opts := s.db.Opts()
+	dir := opts.Dir
 	last, used, err := lastValueLog(dir)
 	if err != nil || used <= vlogNothingWritten {
 		return err // nothing to give back in the file
 	}
-	filler := make([]byte, valueThreshold(s.db.Opts().MemTableSize))
-	for i := range valueLogMaxEntries + 1 {
+	size := max(valueThreshold(opts.MemTableSize), min(fillValueMax, maxBatchBytes(opts.MemTableSize)-batchKeyRoom))
+	filler := make([]byte, size)
+	limit := int(opts.ValueLogFileSize/size) + 2
+	for i := range limit {
 		if err := s.writeMeta(binary.BigEndian.AppendUint32(metaKey(metaFill), uint32(i)), filler); err != nil {
 			return err
 		}
@@ -201,7 +208,7 @@ func (s *Store) rotateValueLog() error {
 			return nil
 		}
 	}
-	return fmt.Errorf("store: Badger did not start a new value log file after %d values", valueLogMaxEntries+1)
+	return fmt.Errorf("store: Badger did not start a new value log file after %d values of %d bytes", limit, size)
 }
 
 // vlogNothingWritten is the disk space of a value log file that holds no

@@ -258,18 +258,32 @@ const valueLogFileSize = 64 << 20
 
 // maxValueThreshold is the size from which a record's value goes to
 // Badger's value log instead of its LSM tree, where every memtable flush
-// and compaction copies it again and the table builders hold it in memory.
-// Measured with the bench tool (8 clients, 100 keys, 300 values loaded for
-// RSS), server CPU per operation with a threshold of 32 / 64 / 128 KiB /
-// 1 MiB: 100 KiB puts 2.0 / 2.0 / 3.8 / 3.5 ms (235 / 244 / 118 / 116
-// ops/s), gets 0.21 / 0.19 / 0.32 / 0.92 ms; 1 MB puts 12.2 / 12.0 / 12.2 /
-// 16.6 ms, gets 1.3 / 1.5 / 1.3 / 4.9 ms, RSS 528 / 657 / 617 / 1,487 MiB.
-// 64 KiB keeps ordinary coordination data (far smaller) in the tree, where
-// a read is one lookup and compaction alone reclaims space, and sends what
-// is costly to copy to the value log, whose space value log GC reclaims
-// (ReclaimValueLog, Reclaim). See "The value log" in doc.go for why crashes
-// keep whole groups with values there.
-const maxValueThreshold = 64 << 10
+// and compaction copies it again and the table builders hold it in memory;
+// the tree then holds a pointer of a dozen bytes.
+//
+// First chosen for large values (64 KiB; with the bench tool, 8 clients,
+// 100 keys, server CPU per operation at 32 / 64 / 128 KiB / 1 MiB: 100 KiB
+// puts 2.0 / 2.0 / 3.8 / 3.5 ms, 1 MB puts 12.2 / 12.0 / 12.2 / 16.6 ms,
+// RSS after 300 x 1 MB 528 / 657 / 617 / 1,487 MiB), it is now 128 bytes,
+// so that ordinary records go there too: the versions a node's history
+// keeps then cost compaction a pointer each, not a record.
+// store.BenchmarkLayout (2M puts of 296-byte records over 10,000 keys, CPU
+// per put with Badger's flushes and compactions): 7.5 µs against 14.4 µs
+// with the records in the tree, and the slowest fiftieth of the run 2.3x
+// the median one against 5.4x. End to end (bench tool, 100 clients, 256-byte
+// values, Janus alone, two runs each alternated), create p99 14.5-15.5 ms
+// against 42-50 ms, put p99.9 35-52 ms against 89-111 ms, with less CPU
+// per write (docs/benchmarks.md, "Values in the value log"). Records under
+// 128 bytes (empty znodes, small values, the event log, Dir records) stay
+// in the tree, where a read is one lookup. The value log's space comes
+// back through value log GC (ReclaimValueLog, Reclaim) once compaction
+// drops versions; see "The value log" in doc.go for why crashes keep
+// whole groups with values there.
+const maxValueThreshold = 128
+
+// batchKeyRoom is what a record's key can take of a Badger write batch:
+// Badger's key limit, its version and metas.
+const batchKeyRoom = 65000 + 64
 
 // valueThreshold is the size from which a value goes to the value log
 // rather than the LSM tree: maxValueThreshold, lower for small memtables.
@@ -278,8 +292,7 @@ const maxValueThreshold = 64 << 10
 // the longest key the store builds (core.MaxKeyBytes and its prefix),
 // whatever the memtable size.
 func valueThreshold(memTable int64) int64 {
-	const keyRoom = 65000 + 64 // Badger's key limit, its version and metas
-	return max(1, min(maxValueThreshold, memTable/10, maxBatchBytes(memTable)-keyRoom))
+	return max(1, min(maxValueThreshold, memTable/10, maxBatchBytes(memTable)-batchKeyRoom))
 }
 
 // maxBatchBytes is Badger's bound on one transaction (db.go).
