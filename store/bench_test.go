@@ -182,15 +182,10 @@ func BenchmarkApplySustained(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	const group, parts = 16, 50
-	sliceLen := max(b.N/parts, 1)
-	var took []time.Duration
+	const group = 16
 	var index uint64
 	entries := make([]core.Entry, 0, group)
-	b.ReportAllocs()
-	cpu0 := processCPU(b)
-	b.ResetTimer()
-	start, sliceStart := time.Now(), time.Now()
+	run := startSustained(b)
 	for done := 0; done < b.N; {
 		entries = entries[:0]
 		for range min(group, b.N-done) {
@@ -200,21 +195,53 @@ func BenchmarkApplySustained(b *testing.B) {
 		if _, _, err := s.Apply(entries); err != nil {
 			b.Fatal(err)
 		}
-		before := done / sliceLen
+		run.wrote(done, done+len(entries))
 		done += len(entries)
-		if done/sliceLen != before {
-			now := time.Now()
-			took = append(took, now.Sub(sliceStart))
-			sliceStart = now
-		}
 	}
+	run.report()
+}
+
+// sustainedRun times a sustained write benchmark: it reports the
+// process's CPU time per entry (Badger's flushes and compactions
+// included), entries per second, and the slowest of 50 equal slices of
+// the run against the median slice.
+type sustainedRun struct {
+	b                 *testing.B
+	sliceLen          int
+	cpu0              time.Duration
+	start, sliceStart time.Time
+	took              []time.Duration
+}
+
+// startSustained starts the clock; call it right before the loop.
+func startSustained(b *testing.B) *sustainedRun {
+	const parts = 50
+	b.ReportAllocs()
+	r := &sustainedRun{b: b, sliceLen: max(b.N/parts, 1), cpu0: processCPU(b)}
+	b.ResetTimer()
+	r.start, r.sliceStart = time.Now(), time.Now()
+	return r
+}
+
+// wrote records that the entries from before to after are written.
+func (r *sustainedRun) wrote(before, after int) {
+	if after/r.sliceLen != before/r.sliceLen {
+		now := time.Now()
+		r.took = append(r.took, now.Sub(r.sliceStart))
+		r.sliceStart = now
+	}
+}
+
+// report stops the clock and reports the metrics.
+func (r *sustainedRun) report() {
+	b := r.b
 	b.StopTimer()
-	elapsed := time.Since(start)
-	cpu := processCPU(b) - cpu0
+	elapsed := time.Since(r.start)
+	cpu := processCPU(b) - r.cpu0
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op")
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "entries/s")
-	if len(took) > 2 {
-		sorted := slices.Clone(took)
+	if len(r.took) > 2 {
+		sorted := slices.Clone(r.took)
 		slices.Sort(sorted)
 		b.ReportMetric(float64(sorted[len(sorted)-1])/float64(sorted[len(sorted)/2]), "slowest/median")
 	}

@@ -4,9 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"testing"
-	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
 )
@@ -81,10 +79,8 @@ func benchLayout(b *testing.B, layout string) {
 			values[i][j] = byte('0' + rng.IntN(75))
 		}
 	}
-	const group, parts = 16, 50
-	sliceLen := max(b.N/parts, 1)
-	var took []time.Duration
-	write := func(db *badger.DB, ts uint64, fill func(wb *badger.WriteBatch)) {
+	const group = 16
+	write := func(db *badger.DB, fill func(wb *badger.WriteBatch)) {
 		if db == latest && historyOnly {
 			return
 		}
@@ -94,17 +90,14 @@ func benchLayout(b *testing.B, layout string) {
 			b.Fatal(err)
 		}
 	}
-	b.ReportAllocs()
-	cpu0 := processCPU(b)
-	b.ResetTimer()
-	start, sliceStart := time.Now(), time.Now()
+	run := startSustained(b)
 	var rev uint64
 	for done := 0; done < b.N; {
 		n := min(group, b.N-done)
 		first := rev + 1
 		rev += uint64(n)
 		ts := rev
-		write(latest, ts, func(wb *badger.WriteBatch) {
+		write(latest, func(wb *badger.WriteBatch) {
 			for r := first; r <= rev; r++ {
 				key := fmt.Appendf(nil, "n/bench/key/%06d", int(r)%*benchSustainedKeys)
 				val := values[r%64]
@@ -119,7 +112,7 @@ func benchLayout(b *testing.B, layout string) {
 			mustBench(b, wb.SetEntryAt(badger.NewEntry([]byte("m/applied"), binary.BigEndian.AppendUint64(nil, ts)), ts))
 		})
 		if split {
-			write(history, ts, func(wb *badger.WriteBatch) {
+			write(history, func(wb *badger.WriteBatch) {
 				for r := first; r <= rev; r++ {
 					key := fmt.Appendf(binary.BigEndian.AppendUint64([]byte("h/"), r), "bench/key/%06d", int(r)%*benchSustainedKeys)
 					mustBench(b, wb.SetEntryAt(badger.NewEntry(key, values[r%64]), ts))
@@ -128,24 +121,10 @@ func benchLayout(b *testing.B, layout string) {
 			})
 			latest.SetDiscardTs(ts)
 		}
-		before := done / sliceLen
+		run.wrote(done, done+n)
 		done += n
-		if done/sliceLen != before {
-			now := time.Now()
-			took = append(took, now.Sub(sliceStart))
-			sliceStart = now
-		}
 	}
-	b.StopTimer()
-	elapsed := time.Since(start)
-	cpu := processCPU(b) - cpu0
-	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op")
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "entries/s")
-	if len(took) > 2 {
-		sorted := slices.Clone(took)
-		slices.Sort(sorted)
-		b.ReportMetric(float64(sorted[len(sorted)-1])/float64(sorted[len(sorted)/2]), "slowest/median")
-	}
+	run.report()
 }
 
 func mustBench(b *testing.B, err error) {
