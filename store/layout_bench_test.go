@@ -10,55 +10,53 @@ import (
 )
 
 // BenchmarkLayout measures what keeping history apart from the latest
-// state would save, on Badger alone (not the store): b.N puts of varied
-// 256-byte values over -bench.keys keys in groups of 16, each put writing
-// its node record at the group's version and a small event record, each
-// group an applied-index record, with the store's Badger options.
+// state would save, and what sending records to the value log saves, on
+// Badger alone (not the store): b.N puts of varied 296-byte node records
+// over -bench.keys keys in groups of 16, each put writing its node record
+// at the group's version and a small event record, each group an
+// applied-index record, with the store's Badger options.
 //
 //   - one: a single Badger, every version of a node record kept (no
-//     compaction by a client moves the discard timestamp), as the store
-//     keeps its history today.
+//     compaction by a client moves the discard timestamp), the records in
+//     the LSM tree (treeThreshold): the store before its value threshold
+//     came down.
+//   - vlog: as one, with the store's value threshold, which sends the
+//     records to the value log, so that compaction moves pointers: the
+//     store as built.
 //   - split: the latest state in one Badger whose discard timestamp
 //     follows the writes (compaction drops replaced versions), and the
 //     history in another, keyed by revision then key, so that it is only
 //     ever appended to: each record is written twice.
 //   - pointer: as split, but the latest state holds only the revision of
 //     each key's record, which the history holds once.
-//   - vlog: as one, with the node records' values in Badger's value log
-//     (a 64-byte value threshold), so that compaction moves pointers.
 //   - history: the history alone, as a store that keeps the latest state
 //     in memory (with checkpoints, not measured) would write it.
 //
-// It reports the process's CPU per put (Badger's flushes and compactions
-// included) and the slowest of 50 equal slices against the median one.
-// Run it with -benchtime=1000000x or more, so that both layouts compact.
+// All but vlog keep the records in the tree. It reports the process's CPU
+// per put (Badger's flushes and compactions included) and the slowest of
+// 50 equal slices against the median one. Run it with -benchtime=1000000x
+// or more, so that every layout compacts.
 func BenchmarkLayout(b *testing.B) {
 	for _, layout := range []string{"one", "vlog", "split", "pointer", "history"} {
 		b.Run(layout, func(b *testing.B) { benchLayout(b, layout) })
 	}
 }
 
+// treeThreshold keeps BenchmarkLayout's records in the LSM tree: the
+// store's value threshold before records went to the value log.
+const treeThreshold = 64 << 10
+
 func benchLayout(b *testing.B, layout string) {
 	split := layout == "split" || layout == "pointer" || layout == "history"
 	pointer, historyOnly := layout == "pointer", layout == "history"
-	threshold := valueThreshold(defaultMemTableSize)
-	if layout == "vlog" {
-		threshold = 64
-	}
 	open := func() *badger.DB {
-		opts := badger.DefaultOptions(b.TempDir()).
-			WithSyncWrites(false).
-			WithNumVersionsToKeep(1).
-			WithDetectConflicts(false).
-			WithMetricsEnabled(false).
-			WithMemTableSize(defaultMemTableSize).
-			WithValueThreshold(threshold).
-			WithNumMemtables(3).
+		opts := badgerOptions(b.TempDir(), defaultMemTableSize).
 			WithBlockCacheSize(defaultBlockCacheSize).
-			WithBaseLevelSize(baseLevelSize).
-			WithNumCompactors(2).
-			WithNumGoroutines(2).
+			WithValueLogFileSize(valueLogFileSize).
 			WithLogger(nil)
+		if layout != "vlog" {
+			opts = opts.WithValueThreshold(treeThreshold)
+		}
 		db, err := badger.OpenManaged(opts)
 		if err != nil {
 			b.Fatal(err)

@@ -168,43 +168,9 @@ func open(cfg Config, boot string) (*Store, error) {
 	if err := removeEmptyLogs(cfg.Dir, log); err != nil {
 		return nil, err
 	}
-	opts := badger.DefaultOptions(cfg.Dir).
-		// The consensus log is the durability: after a crash it is replayed
-		// from the applied index Badger kept, so Badger need not fsync.
-		WithSyncWrites(false).
-		// Versions above the discard timestamp are history; at or below it
-		// only the newest version of a key is kept (see package doc).
-		WithNumVersionsToKeep(1).
-		WithDetectConflicts(false).
-		// Badger's metrics are process-global expvars; the store reports
-		// its own figures instead.
-		WithMetricsEnabled(false).
-		WithMemTableSize(memTable).
-		WithValueThreshold(valueThreshold(memTable)).
-		// Each memtable is an arena of its full size on the Go heap; writes
-		// stall when this many wait to be flushed. Two saved one arena at
-		// the peak of a bulk load but leave a single flush between a full
-		// memtable and a stalled write, which is where write tails come
-		// from on a busy machine.
-		WithNumMemtables(3).
+	opts := badgerOptions(cfg.Dir, memTable).
 		WithBlockCacheSize(pick(cfg.BlockCacheSize, defaultBlockCacheSize)).
 		WithValueLogFileSize(pick(cfg.valueLogFileSize, valueLogFileSize)).
-		WithValueLogMaxEntries(valueLogMaxEntries).
-		// Badger's default base level (10 MiB) is smaller than one flushed
-		// memtable, so nearly every level-0 compaction overflowed level 1
-		// and a second compaction rewrote it into level 2. With 64 MiB,
-		// BenchmarkApplySustained (1M puts over 10,000 keys) took 8-11%
-		// less CPU per put in four paired runs (13.3, 14.2, 19.4 and 18.8
-		// µs against 14.9, 15.8, 21.7 and 21.1; the machine slowed during
-		// the runs, so compare pairs), with its slowest fiftieth of the
-		// run 1.4-2.2x the median one instead of 2.1-4.2x; a range after
-		// 600,000 puts (BenchmarkRangeAfterWrites) took 2.6 ms against
-		// 3.0 ms. 32 and 128 MiB (one run each) kept the uneven stretches
-		// (slowest fiftieth 3.1x and 5.5x the median).
-		WithBaseLevelSize(baseLevelSize).
-		// Two is the fewest Badger allows (zero stops compaction).
-		WithNumCompactors(2).
-		WithNumGoroutines(2).
 		WithLogger(badgerLogger{log: log, flushFailing: flushFailing})
 	// Badger's default table sizes (doubling per level) are kept: tables
 	// of BaseTableSize at every level cut the heap a bulk load peaks at
@@ -250,6 +216,47 @@ func open(cfg Config, boot string) (*Store, error) {
 	}
 	s.ceiling = db.MaxVersion()
 	return s, nil
+}
+
+// badgerOptions are the store's Badger options for a directory and a
+// memtable size, without what Open takes from its Config (block cache,
+// value log file size, logger). BenchmarkLayout opens Badger with them too.
+func badgerOptions(dir string, memTable int64) badger.Options {
+	return badger.DefaultOptions(dir).
+		// The consensus log is the durability: after a crash it is replayed
+		// from the applied index Badger kept, so Badger need not fsync.
+		WithSyncWrites(false).
+		// Versions above the discard timestamp are history; at or below it
+		// only the newest version of a key is kept (see package doc).
+		WithNumVersionsToKeep(1).
+		WithDetectConflicts(false).
+		// Badger's metrics are process-global expvars; the store reports
+		// its own figures instead.
+		WithMetricsEnabled(false).
+		WithMemTableSize(memTable).
+		WithValueThreshold(valueThreshold(memTable)).
+		// Each memtable is an arena of its full size on the Go heap; writes
+		// stall when this many wait to be flushed. Two saved one arena at
+		// the peak of a bulk load but leave a single flush between a full
+		// memtable and a stalled write, which is where write tails come
+		// from on a busy machine.
+		WithNumMemtables(3).
+		WithValueLogMaxEntries(valueLogMaxEntries).
+		// Badger's default base level (10 MiB) is smaller than one flushed
+		// memtable, so nearly every level-0 compaction overflowed level 1
+		// and a second compaction rewrote it into level 2. With 64 MiB,
+		// BenchmarkApplySustained (1M puts over 10,000 keys) took 8-11%
+		// less CPU per put in four paired runs (13.3, 14.2, 19.4 and 18.8
+		// µs against 14.9, 15.8, 21.7 and 21.1; the machine slowed during
+		// the runs, so compare pairs), with its slowest fiftieth of the
+		// run 1.4-2.2x the median one instead of 2.1-4.2x; a range after
+		// 600,000 puts (BenchmarkRangeAfterWrites) took 2.6 ms against
+		// 3.0 ms. 32 and 128 MiB (one run each) kept the uneven stretches
+		// (slowest fiftieth 3.1x and 5.5x the median).
+		WithBaseLevelSize(baseLevelSize).
+		// Two is the fewest Badger allows (zero stops compaction).
+		WithNumCompactors(2).
+		WithNumGoroutines(2)
 }
 
 // valueLogFileSize is the size of Badger's value log files, and so the
