@@ -163,12 +163,9 @@ func (lw *logWriter) holding() error {
 // the refusal (see ErrNoSpace). Nothing is then written, so the next
 // proposal reuses the zxid.
 func (lw *logWriter) checkSpace(need int) error {
-	if lw.check == nil {
+	err := lw.fits(need)
+	if err == nil {
 		return nil
-	}
-	err := lw.check(int64(need))
-	if err == nil || !diskspace.Unwritable(err) {
-		return nil // the writer's own check decides the rest
 	}
 	lw.mu.Lock()
 	if lw.refused == nil && lw.noSpace == nil {
@@ -177,6 +174,20 @@ func (lw *logWriter) checkSpace(need int) error {
 	}
 	lw.refused = err
 	lw.mu.Unlock()
+	return err
+}
+
+// fits asks check whether the log can take need bytes more, and returns
+// why not if the disk is full, read-only or gone; any other failure to look
+// is left to the writer's own check.
+func (lw *logWriter) fits(need int) error {
+	if lw.check == nil {
+		return nil
+	}
+	err := lw.check(int64(need))
+	if err == nil || !diskspace.Unwritable(err) {
+		return nil
+	}
 	return err
 }
 

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -193,6 +194,69 @@ func TestMemberRefusesWritesWhileTheDiskIsFull(t *testing.T) {
 	}
 	closeT(t, m)
 	checkLog(t, dir, []string{"p1", "p2", "p3", "p4"})
+}
+
+// A single member looks at its disk once for all the proposals one turn
+// of its loop took; when they do not fit together, it asks for each alone,
+// so a proposal the disk can take is never refused for its neighbours'
+// sake, and the others keep their order.
+func TestLoneLeaderChecksATurnsProposalsTogether(t *testing.T) {
+	dir := t.TempDir()
+	const room = 200 // bytes the test disk takes at once
+	var mu sync.Mutex
+	var asked []int64
+	check := func(need int64) error {
+		mu.Lock()
+		asked = append(asked, need)
+		mu.Unlock()
+		if need > room {
+			return fmt.Errorf("test disk, %d bytes: %w", need, unix.ENOSPC)
+		}
+		return nil
+	}
+	m := openT(t, Config{Dir: dir, CheckSpace: check}, &memSM{})
+	proposeT(t, m, "p0")
+
+	// Hold the loop so that the proposals queue up and one turn takes them.
+	release := make(chan struct{})
+	held := make(chan struct{})
+	m.rep.inbox <- loopEvent{onLoop: func(*Core) { close(held); <-release }}
+	<-held
+	payloads := []string{
+		"a" + strings.Repeat("-", 59),
+		"b" + strings.Repeat("-", 59),
+		"c" + strings.Repeat("-", room), // more than the disk takes
+		"d" + strings.Repeat("-", 59),
+	}
+	errs := make([]chan error, len(payloads))
+	for i, p := range payloads {
+		errs[i] = make(chan error, 1)
+		go func() {
+			_, err := m.Propose(context.Background(), []byte(p))
+			errs[i] <- err
+		}()
+		for len(m.rep.inbox) < i+1 { // queued in this order
+			time.Sleep(time.Millisecond)
+		}
+	}
+	mu.Lock()
+	asked = nil
+	mu.Unlock()
+	close(release)
+	for i, p := range payloads {
+		err := <-errs[i]
+		if wantRefused := len(p) > room; wantRefused != errors.Is(err, ErrNoSpace) {
+			t.Errorf("proposal %c of %d bytes: %v", p[0], len(p), err)
+		}
+	}
+	mu.Lock()
+	first := asked[0]
+	mu.Unlock()
+	if want := int64(3*60 + room + 1); first != want {
+		t.Errorf("first look at the disk asked for %d bytes, want %d: the whole turn", first, want)
+	}
+	closeT(t, m)
+	checkLog(t, dir, []string{"p0", payloads[0], payloads[1], payloads[3]})
 }
 
 // A replicated member's log writer keeps entries the disk refuses and

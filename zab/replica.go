@@ -72,6 +72,9 @@ type replica struct {
 	hbSentAt     time.Time // when it went out, for PeerRoundTrip
 	lookingSince time.Time // when this member last started looking for a leader
 	role         Role
+	// loneTurn holds the proposals a lone leader took in this turn of the
+	// loop, so that one look at the disk covers them all (proposeLone).
+	loneTurn []*proposal
 }
 
 type loopEvent struct {
@@ -524,6 +527,7 @@ func (r *replica) run() {
 				break drain
 			}
 		}
+		r.proposeLone()
 		if err := r.carryOut(r.core.Ready()); err != nil {
 			m.fail(err)
 			return
@@ -824,6 +828,9 @@ func (r *replica) publish(rd Ready) {
 // ---- local requests ----
 
 func (r *replica) handleEvent(ev loopEvent) {
+	if ev.prop == nil {
+		r.proposeLone() // what came before goes first
+	}
 	switch {
 	case ev.prop != nil:
 		r.handleProposal(ev.prop)
@@ -858,14 +865,12 @@ func (r *replica) handleProposal(p *proposal) {
 	}
 	if r.lone.Load() && p.change == nil {
 		// A lone leader refuses what its disk cannot take before it enters
-		// the log, as nobody else could log it instead.
-		if err := r.lw.checkSpace(len(p.data)); err != nil {
-			if r.takeWaiter(p.reqID) != nil {
-				p.finish(nil, fmt.Errorf("%w: %w", ErrNoSpace, err))
-			}
-			return
-		}
+		// the log, as nobody else could log it instead; proposeLone does,
+		// at the end of the turn.
+		r.loneTurn = append(r.loneTurn, p)
+		return
 	}
+	r.proposeLone()
 	now := r.cfg.Clock().UnixMilli()
 	if ch := p.change; ch != nil {
 		ch.ReqID, ch.Time = p.reqID, now
@@ -873,6 +878,37 @@ func (r *replica) handleProposal(p *proposal) {
 		return
 	}
 	r.core.Propose(Proposal{ReqID: p.reqID, Data: p.data, LeaderEpoch: p.leaderEpoch, Time: now})
+}
+
+// proposeLone hands the Core, in the order taken, the proposals a lone
+// leader took in this turn of the loop, refusing those its disk cannot
+// take. One look at the file system (a statfs) for all of them, where one
+// per proposal was 7% of a single member's CPU per write; only if they do
+// not fit together is each asked alone, as each was before.
+func (r *replica) proposeLone() {
+	turn := r.loneTurn
+	if len(turn) == 0 {
+		return
+	}
+	need := 0
+	for _, p := range turn {
+		need += len(p.data)
+	}
+	fit := r.lw.fits(need) == nil
+	now := r.cfg.Clock().UnixMilli()
+	for _, p := range turn {
+		if !fit {
+			if err := r.lw.checkSpace(len(p.data)); err != nil {
+				if r.takeWaiter(p.reqID) != nil {
+					p.finish(nil, fmt.Errorf("%w: %w", ErrNoSpace, err))
+				}
+				continue
+			}
+		}
+		r.core.Propose(Proposal{ReqID: p.reqID, Data: p.data, LeaderEpoch: p.leaderEpoch, Time: now})
+	}
+	clear(turn)
+	r.loneTurn = turn[:0]
 }
 
 // takeIfGone reports whether p is no longer waiting (its caller gave up).
