@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // The binary forms below are what the log and the store keep. They are
@@ -213,7 +214,9 @@ func (d *decoder) acl() []ACL {
 // AppendNode appends the stored form of n (without its key, which the store
 // keeps as the record's key).
 func AppendNode(b []byte, n *Node) []byte {
-	e := encoder{b}
+	// Room for the longest form, grown once: the fixed fields are at most
+	// ten varints of ten bytes and two bytes.
+	e := encoder{slices.Grow(b, len(n.Value)+102+aclSizeHint(n.ACL))}
 	e.byte(formatV1)
 	e.bytes(n.Value)
 	e.i(n.CreateRev)
@@ -448,7 +451,11 @@ const (
 
 // EncodeOp returns the log form of op.
 func EncodeOp(op *Op) []byte {
-	e := encoder{make([]byte, 0, 64)}
+	size := 64
+	if op.Txn != nil {
+		size += txnSizeHint(op.Txn)
+	}
+	e := encoder{make([]byte, 0, size)}
 	e.byte(formatV1)
 	switch {
 	case op.Txn != nil:
@@ -583,6 +590,44 @@ func DecodeOp(b []byte) (*Op, error) {
 		op.Origin = Origin(d.byte())
 	}
 	return op, d.finish("op")
+}
+
+// txnSizeHint is about what encoder.txn writes for t: its variable-length
+// fields and an allowance for the rest of each op, so that EncodeOp
+// allocates its buffer once (growing it from a fixed guess was 2% of a
+// ZooKeeper create's CPU).
+func txnSizeHint(t *Txn) int {
+	n := 16
+	for _, c := range t.Compares {
+		n += len(c.Key) + len(c.End) + len(c.Value) + 24
+	}
+	for _, ops := range [][]TxnOp{t.Success, t.Failure} {
+		for i := range ops {
+			op := &ops[i]
+			n += len(op.Key) + len(op.End) + len(op.Value) + 40 + aclSizeHint(op.ACL)
+			if op.Range != nil {
+				n += 64
+			}
+			if op.Create != nil {
+				n += 32 + aclSizeHint(op.Create.ACL)
+			}
+			if op.Txn != nil {
+				n += txnSizeHint(op.Txn)
+			}
+		}
+	}
+	for _, id := range t.Auth {
+		n += len(id.Scheme) + len(id.ID) + 4
+	}
+	return n
+}
+
+func aclSizeHint(acl []ACL) int {
+	n := 2
+	for _, a := range acl {
+		n += len(a.ID.Scheme) + len(a.ID.ID) + 8
+	}
+	return n
 }
 
 func (e *encoder) txn(t *Txn) {

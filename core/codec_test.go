@@ -3,6 +3,8 @@ package core_test
 import (
 	"bytes"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/januskv/janus/core"
@@ -47,6 +49,58 @@ func TestOpTrailersDecodeOldAndNew(t *testing.T) {
 	// follows; anything else is corrupt.
 	if _, err := core.DecodeOp([]byte{1, 4, 0x0a, 7, 9}); err == nil {
 		t.Fatal("DecodeOp accepted an auth check flag of 9")
+	}
+}
+
+// EncodeOp sizes its buffer from the op: one allocation however large the
+// values, keys and ACLs, nested transactions included, and the form
+// decodes back to the op.
+func TestEncodeOpAllocatesOnce(t *testing.T) {
+	world := []core.ACL{{Perms: core.PermAll, ID: core.ID{Scheme: "world", ID: "anyone"}}}
+	big := bytes.Repeat([]byte("v"), 4096)
+	create := core.TxnOp{Kind: core.OpCreate, Key: []byte("/bench/key-000001"), Value: big[:256],
+		Create: &core.CreateOptions{Mode: core.ModePersistent, ACL: world}}
+	put := core.TxnOp{Kind: core.OpPut, Key: []byte("/registry/pods/default/a-rather-long-pod-name"), Value: big}
+	rng := core.TxnOp{Kind: core.OpRange, Key: []byte("a"), End: []byte("z"), Range: &core.RangeOptions{Limit: 10}}
+	setACL := core.TxnOp{Kind: core.OpSetACL, Key: []byte("/x"), ACL: append(slices.Clone(world), core.ACL{Perms: core.PermRead, ID: core.ID{Scheme: "digest", ID: "user:" + strings.Repeat("h", 28)}}),
+		ExpectedVersion: -1}
+	inner := &core.Txn{Compares: []core.Compare{{Key: []byte("k"), Value: big[:512]}}, Success: []core.TxnOp{put, put}}
+	for _, tc := range []struct {
+		name string
+		op   core.Op
+	}{
+		{"create", core.Op{Txn: &core.Txn{Success: []core.TxnOp{create}}}},
+		{"put of 4 KiB", core.Op{Txn: &core.Txn{Success: []core.TxnOp{put}}}},
+		{"multi", core.Op{Txn: &core.Txn{Success: []core.TxnOp{create, create, setACL, rng, create}}}},
+		{"nested", core.Op{Txn: &core.Txn{Compares: inner.Compares, Success: []core.TxnOp{{Kind: core.OpTxn, Txn: inner}}, Failure: []core.TxnOp{rng},
+			Auth: []core.ID{{Scheme: "digest", ID: "user:" + strings.Repeat("h", 28)}}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if n := testing.AllocsPerRun(20, func() { core.EncodeOp(&tc.op) }); n != 1 {
+				t.Errorf("EncodeOp made %v allocations, want 1", n)
+			}
+			got, err := core.DecodeOp(core.EncodeOp(&tc.op))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if again := core.EncodeOp(got); !bytes.Equal(again, core.EncodeOp(&tc.op)) {
+				t.Fatal("the decoded op encodes differently")
+			}
+		})
+	}
+}
+
+// AppendNode grows a buffer once: a node record is encoded for every write.
+func TestAppendNodeAllocatesOnce(t *testing.T) {
+	n := &core.Node{Key: []byte("/a"), Value: bytes.Repeat([]byte("v"), 300), CreateRev: 1 << 40, ModRev: 1 << 41, Version: 1 << 30,
+		Lease: -1, Ctime: -1 << 50, Mtime: -1 << 50, Aversion: -1, TTL: 1 << 62,
+		ACL: []core.ACL{{Perms: core.PermAll, ID: core.ID{Scheme: "digest", ID: "user:" + strings.Repeat("h", 28)}}, {Perms: core.PermRead, ID: core.ID{Scheme: "world", ID: "anyone"}}}}
+	if a := testing.AllocsPerRun(20, func() { core.AppendNode(nil, n) }); a != 1 {
+		t.Errorf("AppendNode(nil) made %v allocations, want 1", a)
+	}
+	got, err := core.DecodeNode(n.Key, core.AppendNode(nil, n))
+	if err != nil || !reflect.DeepEqual(got, n) {
+		t.Fatalf("DecodeNode = %+v, %v; want %+v", got, err, n)
 	}
 }
 
