@@ -877,6 +877,11 @@ func (r *replica) handleProposal(p *proposal) {
 		r.core.ProposeMembership(*ch)
 		return
 	}
+	r.propose(p, now)
+}
+
+// propose hands the Core p's entry, timed now.
+func (r *replica) propose(p *proposal, now int64) {
 	r.core.Propose(Proposal{ReqID: p.reqID, Data: p.data, LeaderEpoch: p.leaderEpoch, Time: now})
 }
 
@@ -884,7 +889,8 @@ func (r *replica) handleProposal(p *proposal) {
 // leader took in this turn of the loop, refusing those its disk cannot
 // take. One look at the file system (a statfs) for all of them, where one
 // per proposal was 7% of a single member's CPU per write; only if they do
-// not fit together is each asked alone, as each was before.
+// not fit together is each asked alone, as each was before (a turn of one
+// is asked alone at once).
 func (r *replica) proposeLone() {
 	turn := r.loneTurn
 	if len(turn) == 0 {
@@ -894,7 +900,7 @@ func (r *replica) proposeLone() {
 	for _, p := range turn {
 		need += len(p.data)
 	}
-	fit := r.lw.fits(need) == nil
+	fit := len(turn) > 1 && r.lw.fits(need) == nil
 	now := r.cfg.Clock().UnixMilli()
 	for _, p := range turn {
 		if !fit {
@@ -905,7 +911,7 @@ func (r *replica) proposeLone() {
 				continue
 			}
 		}
-		r.core.Propose(Proposal{ReqID: p.reqID, Data: p.data, LeaderEpoch: p.leaderEpoch, Time: now})
+		r.propose(p, now)
 	}
 	clear(turn)
 	r.loneTurn = turn[:0]
