@@ -21,8 +21,9 @@ const DefaultSpaceReserve = 128 << 20
 // (see refuseIfFull), which only this check stops. It reads the file
 // system every time: it is the last look before entries reach the log,
 // once per turn of a single member's protocol loop for the proposals it
-// took in that turn and once per group write on every member, and a directory that vanished (or a disk filled by another
-// process) within the Gauge's interval must not take them.
+// took in that turn and once per group write on every member, and a
+// directory that vanished (or a disk filled by another process) within
+// the Gauge's interval must not take them.
 func (m *Member) checkSpace(need int64) error {
 	if err := m.spaceFault(); err != nil {
 		return err

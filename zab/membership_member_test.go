@@ -388,14 +388,11 @@ func (c *cluster) removed(id uint64) {
 	// Entries handed to its applier before the removal are still applied
 	// (a wait for the next one then ends with it); the wait for the one
 	// after its last must end with ErrRemoved, not the deadline.
-	for {
-		err := m.WaitApplied(ctx, m.Status().AppliedIndex+1)
-		if err == nil {
-			continue
-		}
-		if !errors.Is(err, ErrRemoved) {
-			c.t.Fatalf("wait for an index after removed member %d's last: %v, want ErrRemoved", id, err)
-		}
-		break
+	var err error
+	for err == nil {
+		err = m.WaitApplied(ctx, m.Status().AppliedIndex+1)
+	}
+	if !errors.Is(err, ErrRemoved) {
+		c.t.Fatalf("wait for an index after removed member %d's last: %v, want ErrRemoved", id, err)
 	}
 }
