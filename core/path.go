@@ -19,28 +19,40 @@ func IsTreePath(key []byte) bool {
 	if len(key) == 1 {
 		return true
 	}
-	if key[len(key)-1] == '/' {
-		return false
-	}
-	start := 1
-	for i := 1; i <= len(key); i++ {
-		if i < len(key) && key[i] != '/' {
+	// One pass: every create, setData and event checks its path, so a
+	// second walk (components, then characters) showed in profiles.
+	// ASCII bytes are judged as they are; the rest decoded rune by rune.
+	start := 1 // the current component's first byte
+	for i := 1; i < len(key); {
+		b := key[i]
+		if b == '/' {
+			if !validComponent(key[start:i]) {
+				return false
+			}
+			i++
+			start = i
 			continue
 		}
-		comp := key[start:i]
-		if len(comp) == 0 || string(comp) == "." || string(comp) == ".." {
-			return false
+		if b < utf8.RuneSelf {
+			if !validPathRune(rune(b)) {
+				return false
+			}
+			i++
+			continue
 		}
-		start = i + 1
-	}
-	for i := 0; i < len(key); {
 		r, size := utf8.DecodeRune(key[i:])
 		if r == utf8.RuneError || !validPathRune(r) {
 			return false
 		}
 		i += size
 	}
-	return true
+	return validComponent(key[start:]) // empty when key ends in '/'
+}
+
+// validComponent reports whether one component of a tree path is allowed:
+// neither empty nor "." nor "..".
+func validComponent(c []byte) bool {
+	return len(c) != 0 && string(c) != "." && string(c) != ".."
 }
 
 func validPathRune(r rune) bool {

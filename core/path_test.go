@@ -1,6 +1,10 @@
 package core
 
-import "testing"
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
 
 func TestIsTreePath(t *testing.T) {
 	cases := map[string]bool{
@@ -29,4 +33,40 @@ func TestParentAndJoin(t *testing.T) {
 	if _, ok := ParentPath([]byte("/")); ok {
 		t.Error("the root has a parent")
 	}
+}
+
+// FuzzIsTreePath holds IsTreePath to ZooKeeper's rule stated plainly: split
+// into components, then every character decoded and judged.
+func FuzzIsTreePath(f *testing.F) {
+	for _, p := range []string{"/", "/a/b", "/a//b", "/a/.", "/..", "/a/", "/ü", "/a\x7f", "/a\xff", "/a\U0001F600", "/\ufff0"} {
+		f.Add([]byte(p))
+	}
+	f.Fuzz(func(t *testing.T, key []byte) {
+		if got, want := IsTreePath(key), treePathByTheRule(key); got != want {
+			t.Fatalf("IsTreePath(%q) = %v, the rule says %v", key, got, want)
+		}
+	})
+}
+
+func treePathByTheRule(key []byte) bool {
+	s := string(key)
+	if s == "/" {
+		return true
+	}
+	if !strings.HasPrefix(s, "/") {
+		return false
+	}
+	for _, c := range strings.Split(s[1:], "/") {
+		if c == "" || c == "." || c == ".." {
+			return false
+		}
+	}
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError || !validPathRune(r) {
+			return false
+		}
+		i += size
+	}
+	return true
 }
