@@ -293,3 +293,55 @@ func encodeNode(n *core.Node) []byte {
 	}
 	return core.AppendNode(nil, n)
 }
+
+// TestDefaultCacheHoldsAHotKeyspace reads 20,000 nodes of 256-byte values
+// (the bench tool's getData keyspace is 10,000) twice with the default
+// cache size: once decoded, every entry costs about twice its record, and
+// a budget sized for the records alone turned its generations over on
+// every pass, so each read moved an entry from the old map to the new one.
+func TestDefaultCacheHoldsAHotKeyspace(t *testing.T) {
+	s, err := Open(Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const nodes = 20000
+	path := func(i int) []byte { return fmt.Appendf(nil, "/bench/1733600000/getData/%016d", i) }
+	value := bytes.Repeat([]byte("v"), 256)
+	openACL := []core.ACL{{Perms: core.PermAll, ID: core.ID{Scheme: "world", ID: "anyone"}}}
+	var index uint64
+	applyOne(t, s, &index, core.TxnOp{Kind: core.OpCreate, Key: []byte("/bench")})
+	applyOne(t, s, &index, core.TxnOp{Kind: core.OpCreate, Key: []byte("/bench/1733600000")})
+	applyOne(t, s, &index, core.TxnOp{Kind: core.OpCreate, Key: []byte("/bench/1733600000/getData")})
+	var entries []core.Entry
+	for i := range nodes {
+		index++
+		entries = append(entries, core.Entry{Index: index, Time: int64(index), Op: txnOf(core.TxnOp{Kind: core.OpCreate, Key: path(i), Value: value, Create: &core.CreateOptions{ACL: openACL}})})
+	}
+	for len(entries) > 0 {
+		n := min(len(entries), 512)
+		if _, _, err := s.Apply(entries[:n]); err != nil {
+			t.Fatal(err)
+		}
+		entries = entries[n:]
+	}
+	for pass := range 2 {
+		for i := range nodes {
+			v, err := s.Latest()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n, _, err := core.TreeNode(v, path(i)); err != nil || n == nil {
+				t.Fatalf("pass %d: read %s: %v %v", pass, path(i), n, err)
+			}
+			v.Close()
+		}
+	}
+	c := s.nodeCache
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.old != nil || len(c.cur) < nodes {
+		t.Fatalf("after two passes over %d nodes the cache's current generation holds %d (%d bytes of %d) and the old one %d: the default cache does not hold them",
+			nodes, len(c.cur), c.curBytes, c.half, len(c.old))
+	}
+}

@@ -126,7 +126,7 @@
 // # Apply's record cache
 //
 // Apply keeps the latest encodings of the node and Dir records it reads
-// back in a cache bounded by Config.CacheSize (default 16 MiB), so that
+// back in a cache bounded by Config.CacheSize (default 64 MiB), so that
 // rewriting a hot key does not cost a Badger read; new keys are not
 // admitted, so a bulk load does not fill it, but the absent Dir of a
 // stored node (a leaf's, which every setData of it reads) is. It only

@@ -60,9 +60,13 @@ const (
 	// baseLevelSize is the size Badger lets level 1 reach before it
 	// compacts it into level 2 (see Open).
 	baseLevelSize = 64 << 20
-	// defaultCacheSize holds about 40,000 records of 256-byte values: the
-	// keys a busy workload keeps rewriting, not the whole keyspace.
-	defaultCacheSize = 16 << 20
+	// defaultCacheSize holds about 40,000 nodes of 256-byte values in
+	// one generation of the node cache, each with its decoded copy (about
+	// 630 bytes an entry), so that a hot keyspace of that size is not
+	// evicted by its own reads; 16 MiB held under 10,000 (see
+	// TestDefaultCacheHoldsAHotKeyspace). The keys a busy workload keeps
+	// reading or rewriting, not the whole keyspace.
+	defaultCacheSize = 64 << 20
 	// compactChunk bounds how many revisions' index and event records one
 	// write of a compaction deletes.
 	compactChunk = 4096
