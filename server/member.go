@@ -629,22 +629,23 @@ func (m *Member) Read(ctx context.Context, rev int64) (core.ReadView, error) {
 		ref.views.Done()
 		return nil, err
 	}
-	return &view{ReadView: v, done: ref.views.Done}, nil
+	return &view{ReadView: v, ref: ref}, nil
 }
 
 // view releases its hold on the state it reads when closed, so a restore
 // can retire the old state once no reader is left.
 type view struct {
 	core.ReadView
-	once sync.Once
-	done func()
+	ref    *stateRef
+	closed atomic.Bool // not a sync.Once: its slow path, a mutex, is every view's
 }
 
 func (v *view) Close() {
-	v.once.Do(func() {
-		v.ReadView.Close()
-		v.done()
-	})
+	if v.closed.Swap(true) {
+		return
+	}
+	v.ReadView.Close()
+	v.ref.views.Done()
 }
 
 // Linearize implements core.Backend: it learns the leader's commit index

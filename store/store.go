@@ -475,12 +475,13 @@ func (s *Store) latest(st *published) (*View, error) {
 		return nil, err
 	}
 	return &View{
-		reader:  reader{txn: s.db.NewTransactionAt(st.applied, false)},
-		rev:     st.rev,
-		release: func() { s.hist.unpin(pin) },
-		at:      st.applied,
-		nodes:   s.nodeCache,
-		dirs:    s.dirCache,
+		reader: reader{txn: s.db.NewTransactionAt(st.applied, false)},
+		rev:    st.rev,
+		hist:   s.hist,
+		pin:    pin,
+		at:     st.applied,
+		nodes:  s.nodeCache,
+		dirs:   s.dirCache,
 	}, nil
 }
 
@@ -519,12 +520,13 @@ func (s *Store) At(rev int64) (*View, error) {
 	// record is exact at every index, and a key a group wrote is a miss
 	// for an index inside or before that group (see recordCache).
 	return &View{
-		reader:  reader{txn: s.db.NewTransactionAt(next-1, false)},
-		rev:     rev,
-		release: func() { s.hist.unpin(pin) },
-		at:      next - 1,
-		nodes:   s.nodeCache,
-		dirs:    s.dirCache,
+		reader: reader{txn: s.db.NewTransactionAt(next-1, false)},
+		rev:    rev,
+		hist:   s.hist,
+		pin:    pin,
+		at:     next - 1,
+		nodes:  s.nodeCache,
+		dirs:   s.dirCache,
 	}, nil
 }
 

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"sync"
+	"sync/atomic"
 
 	badger "github.com/dgraph-io/badger/v4"
 
@@ -17,9 +17,12 @@ import (
 // reclamation of old versions.
 type View struct {
 	reader
-	rev     int64
-	release func()
-	once    sync.Once
+	rev int64
+	// hist and pin are the discard timestamp the View holds (see
+	// history.pin), released by the first Close; closed says it was.
+	hist   *history
+	pin    uint64
+	closed atomic.Bool
 	// at is the applied index the View reads Badger at. The store's record
 	// caches describe the state at that index or have moved past it, and
 	// answer for the keys that did not change since (see recordCache).
@@ -105,12 +108,15 @@ func (v *View) Dir(path []byte) (*core.Dir, error) {
 
 // Close discards the View's transaction. It is safe to call more than once.
 func (v *View) Close() {
-	v.once.Do(func() {
-		v.txn.Discard()
-		if v.release != nil {
-			v.release()
-		}
-	})
+	// Not a sync.Once: every View closes once, which is its slow path,
+	// a mutex, on every read.
+	if v.closed.Swap(true) {
+		return
+	}
+	v.txn.Discard()
+	if v.hist != nil {
+		v.hist.unpin(v.pin)
+	}
 }
 
 // reader answers core.View reads from one Badger transaction.
