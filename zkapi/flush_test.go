@@ -48,11 +48,26 @@ func (c *countingConn) Write(p []byte) (int, error) {
 
 // The replies to requests read from the socket together leave together,
 // even when the replier answers each before the reader has queued the
-// next (which the hook forces here): a write per reply was the largest
-// single cost of a getData. At most two writes per read: the replier's
-// once the last buffered request is answered, and the reader's before it
-// waits for the socket again.
+// next (which the hook forces here for getACL): a write per reply was the
+// largest single cost of a getData. At most two writes per read: the
+// replier's once the last buffered request is answered, and the reader's
+// before it waits for the socket again. A plain getData with nothing
+// before it unanswered is the reader's own to answer (answersInline): it
+// never reaches the queue, and its replies leave together too.
 func TestRepliesToRequestsReadTogetherLeaveTogether(t *testing.T) {
+	for _, c := range []struct {
+		op     jute.OpCode
+		req    jute.Record
+		queued bool
+	}{
+		{jute.OpGetData, &jute.GetDataRequest{Path: "/p"}, false},
+		{jute.OpGetACL, &jute.GetACLRequest{Path: "/p"}, true},
+	} {
+		t.Run(c.op.String(), func(t *testing.T) { repliesLeaveTogether(t, c.op, c.req, c.queued) })
+	}
+}
+
+func repliesLeaveTogether(t *testing.T, op jute.OpCode, req jute.Record, queued bool) {
 	m, err := server.OpenMember(server.MemberConfig{DataDir: t.TempDir(), Logger: testlog.New(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +79,9 @@ func TestRepliesToRequestsReadTogetherLeaveTogether(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := New(m, Config{Logger: testlog.New(t), Dirs: m.Dirs})
+	var queuedReqs atomic.Int64
 	s.afterQueue = func(c *conn) {
+		queuedReqs.Add(1)
 		// Let the replier answer this request, and find the queue
 		// empty, before the next one is read.
 		for c.outstanding.Load() > 0 && c.ctx.Err() == nil {
@@ -115,9 +132,9 @@ func TestRepliesToRequestsReadTogetherLeaveTogether(t *testing.T) {
 	const n = 20
 	var frames [][]jute.Record
 	for i := range n {
-		frames = append(frames, []jute.Record{&jute.RequestHeader{Xid: int32(i + 1), Type: jute.OpGetData}, &jute.GetDataRequest{Path: "/p"}})
+		frames = append(frames, []jute.Record{&jute.RequestHeader{Xid: int32(i + 1), Type: op}, req})
 	}
-	reads0, writes0 := l.reads.Load(), l.writes.Load()
+	reads0, writes0, queued0 := l.reads.Load(), l.writes.Load(), queuedReqs.Load()
 	send(frames...)
 	for i := range n {
 		d := read()
@@ -128,7 +145,10 @@ func TestRepliesToRequestsReadTogetherLeaveTogether(t *testing.T) {
 		}
 	}
 	reads, writes := l.reads.Load()-reads0, l.writes.Load()-writes0
-	t.Logf("%d pipelined getData: %d reads, %d writes by the server", n, reads, writes)
+	t.Logf("%d pipelined %v: %d reads, %d writes by the server", n, op, reads, writes)
+	if got, want := queuedReqs.Load()-queued0, map[bool]int64{true: n, false: 0}[queued]; got != want {
+		t.Errorf("%d of %d requests went through the replier's queue, want %d", got, n, want)
+	}
 	if writes > 2*reads {
 		t.Errorf("%d writes for %d requests read in %d reads, want at most %d", writes, n, reads, 2*reads)
 	}

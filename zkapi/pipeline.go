@@ -75,6 +75,15 @@ func (c *conn) readLoop(queue chan<- *request) {
 		now := time.Now()
 		c.countReceived(now)
 		req, more := c.prepare(frame, now)
+		if req != nil && c.answersInline(req) {
+			if !c.reply(req) {
+				return
+			}
+			if !more {
+				return
+			}
+			continue
+		}
 		if req != nil && req.pending == nil {
 			c.readsQueued++
 		}
@@ -96,6 +105,28 @@ func (c *conn) readLoop(queue chan<- *request) {
 			return
 		}
 	}
+}
+
+// answersInline says the reader may answer req itself, as the replier
+// would at once: a plain read (no watch, no wait but for the dispatcher)
+// with nothing of the session's still unanswered before it, so its
+// reply takes its place in the stream. For a client that pipelines reads
+// this is the one goroutine per connection a server needs, without
+// handing each request to the replier and waking it: in a getData
+// profile the scheduler was 12% of the server's CPU.
+func (c *conn) answersInline(req *request) bool {
+	if req.pending != nil || req.answer != nil || req.watches {
+		return false
+	}
+	switch req.op {
+	case jute.OpGetData, jute.OpExists, jute.OpGetChildren, jute.OpGetChildren2:
+	default:
+		return false
+	}
+	// The replier counts a request answered only after its reply is
+	// queued, and touches nothing of the connection's after that but the
+	// flush, which is safe from either goroutine.
+	return c.outstanding.Load() == 0
 }
 
 // replyLoop answers queued requests in order until the reader closes the
