@@ -465,10 +465,11 @@ func (c *conn) view(watch bool, fn func(v core.ReadView) reply) reply {
 
 // lookup returns the node ZooKeeper sees at path, or nil.
 func lookup(v core.View, path string) (*core.Node, *core.Dir, error) {
-	if !core.IsTreePath([]byte(path)) {
+	key := []byte(path)
+	if !core.IsTreePath(key) {
 		return nil, nil, nil
 	}
-	return core.TreeNode(v, []byte(path))
+	return core.TreeNode(v, key)
 }
 
 // exists answers as ZooKeeper's, which checks no ACL, except on a key an
@@ -511,10 +512,11 @@ func (c *conn) exists(path string, watch bool, ids []core.ID) reply {
 // znode. When ok is false, refused is the reply to send (NoNode, NoAuth
 // or a failed read).
 func readTarget(v core.View, st *core.AuthState, path string, perm core.Perm, ids []core.ID) (n *core.Node, d *core.Dir, refused reply, ok bool) {
-	if !core.IsTreePath([]byte(path)) {
+	key := []byte(path) // once: a path longer than 32 bytes is an allocation
+	if !core.IsTreePath(key) {
 		return nil, nil, reply{code: jute.CodeNoNode}, false
 	}
-	n, d, err := core.ZKTarget(v, st, []byte(path), perm, ids)
+	n, d, err := core.ZKTarget(v, st, key, perm, ids)
 	switch {
 	case core.IsRefusal(err):
 		return nil, nil, reply{code: codeOf(err)}, false
