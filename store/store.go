@@ -46,6 +46,11 @@ type Config struct {
 	// tuneBadger, if set, changes Badger's options last; only benchmarks
 	// set it, to compare options on the same workload.
 	tuneBadger func(badger.Options) badger.Options
+	// writebackEvery and writebackKick override the writeback loop's
+	// interval and its way to start writeback (see writeback); tests
+	// set them.
+	writebackEvery time.Duration
+	writebackKick  func(path string) error
 }
 
 const (
@@ -114,6 +119,9 @@ type Store struct {
 	// nodeCache and dirCache hold latest records for Apply and for readers
 	// of the latest state; the applier moves them (see recordCache).
 	nodeCache, dirCache *recordCache
+	// writeback keeps the files Badger writes through memory maps from
+	// piling up dirty pages; nil where the system offers no way.
+	writeback *writeback
 
 	// appliedTs is the newest version of the applied index record. It is
 	// the index itself, except after Open went back to a durable index
@@ -219,6 +227,15 @@ func open(cfg Config, boot string) (*Store, error) {
 		return nil, err
 	}
 	s.ceiling = db.MaxVersion()
+	kick := cfg.writebackKick
+	if kick == nil {
+		kick = osWritebackKick()
+	}
+	every := cfg.writebackEvery
+	if every <= 0 {
+		every = writebackInterval
+	}
+	s.writeback = startWriteback(cfg.Dir, every, kick)
 	return s, nil
 }
 
@@ -427,6 +444,7 @@ func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
+	s.writeback.stopWriteback()
 	dir := s.db.Opts().Dir
 	closed := make(chan error, 1)
 	go func() { closed <- s.db.Close() }()
