@@ -7,22 +7,22 @@ import (
 	"time"
 )
 
-// Badger writes its memtable logs and value log files through memory maps
-// and leaves their dirty pages to the kernel: the store does not have it
-// fsync writes (see badgerOptions). Two of Badger's own calls then wait for
-// all of those pages at once, where every write waits with them. When a
-// value log file is full, Badger's single write goroutine msyncs the whole
-// file before it starts the next one (logFile.doneWriting, then
-// MmapFile.Truncate's Sync): with 64 MiB files every write stopped for about
-// 100 ms each time, a put round's p99.9 and max. And DB.Sync, which
-// Store.Sync calls on every trim, msyncs the active memtable log while it
-// holds the lock the write goroutine takes to switch memtables.
+// Badger writes its value log files through memory maps and leaves their
+// dirty pages to the kernel: the store does not have it fsync writes (see
+// badgerOptions). When a value log file is full, Badger's single write
+// goroutine msyncs the whole file before it starts the next one
+// (logFile.doneWriting, then MmapFile.Truncate's Sync), and every write
+// waits with it: with 64 MiB files, about 100 ms each time, a put round's
+// p99.9 and max.
 //
-// So a store keeps asking the kernel to start writing back the newest value
-// log file and memtable log, a little at a time: the waits above then find
-// few dirty pages. Starting writeback makes nothing durable (Sync still
-// does that, and the crash tests hold any subset of pages written) and
-// waits for nothing.
+// So a store keeps asking the kernel to start writing back the value log
+// file Badger is writing, a little at a time: the msync then finds few
+// dirty pages. Starting writeback makes nothing durable (Sync still does
+// that, and the crash tests hold any subset of pages written) and waits for
+// nothing. The memtable logs are left to the kernel: most of a memtable
+// log's pages are never written back at all, since the file is deleted
+// once its memtable is a table, seconds later; kicking them too wrote all
+// of them and cost a tenth of a create workload's throughput.
 type writeback struct {
 	dir   string
 	every time.Duration
@@ -33,8 +33,8 @@ type writeback struct {
 	done chan struct{}
 }
 
-// writebackInterval is how often the newest files are kicked: at the
-// project's put rate about a megabyte of each is dirtied in between.
+// writebackInterval is how often the newest value log file is kicked: at
+// the project's put rate about half a megabyte is dirtied in between.
 const writebackInterval = 100 * time.Millisecond
 
 // startWriteback starts the loop over Badger's directory dir, unless kick
@@ -58,7 +58,7 @@ func (w *writeback) run() {
 			return
 		case <-t.C:
 		}
-		for _, path := range newestLogs(w.dir) {
+		if path := newestValueLog(w.dir); path != "" {
 			// A file Badger deleted meanwhile, or a directory a restore
 			// replaced, is not an error: the next tick looks again.
 			_ = w.kick(path)
@@ -75,28 +75,22 @@ func (w *writeback) stopWriteback() {
 	<-w.done
 }
 
-// newestLogs returns the newest value log file and the newest memtable log
-// in dir: the ones Badger is writing. Badger names both by a zero-padded
-// number, so the newest sorts last.
-func newestLogs(dir string) []string {
+// newestValueLog returns the newest value log file in dir, the one Badger
+// is writing, or "" if there is none. Badger names its value log files by
+// a zero-padded number, so the newest sorts last.
+func newestValueLog(dir string) string {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil
+		return ""
 	}
-	var vlog, mem string
+	var newest string
 	for _, e := range entries {
-		switch name := e.Name(); {
-		case strings.HasSuffix(name, ".vlog") && name > vlog:
-			vlog = name
-		case strings.HasSuffix(name, ".mem") && name > mem:
-			mem = name
+		if name := e.Name(); strings.HasSuffix(name, ".vlog") && name > newest {
+			newest = name
 		}
 	}
-	var out []string
-	for _, name := range []string{vlog, mem} {
-		if name != "" {
-			out = append(out, filepath.Join(dir, name))
-		}
+	if newest == "" {
+		return ""
 	}
-	return out
+	return filepath.Join(dir, newest)
 }
