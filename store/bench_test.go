@@ -380,22 +380,11 @@ func BenchmarkTreeNodeLatest(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	value := bytes.Repeat([]byte("v"), 256)
 	path := func(i int) []byte { return fmt.Appendf(nil, "/bench/key-%06d", i%benchKeys) }
-	openACL := []core.ACL{{Perms: core.PermAll, ID: core.ID{Scheme: "world", ID: "anyone"}}}
-	entries := []core.Entry{{Index: 1, Time: 1, Op: txnOf(core.TxnOp{Kind: core.OpCreate, Key: []byte("/bench"), Value: []byte{}})}}
-	for i := range benchKeys {
-		idx := uint64(i + 2)
-		// With ZooKeeper's open ACL, as the bench tool's clients create.
-		entries = append(entries, core.Entry{Index: idx, Time: int64(idx), Op: txnOf(core.TxnOp{Kind: core.OpCreate, Key: path(i), Value: value, Create: &core.CreateOptions{ACL: openACL}})})
+	if _, _, err := s.Apply([]core.Entry{{Index: 1, Time: 1, Op: txnOf(core.TxnOp{Kind: core.OpCreate, Key: []byte("/bench"), Value: []byte{}})}}); err != nil {
+		b.Fatal(err)
 	}
-	for len(entries) > 0 {
-		n := min(len(entries), 256)
-		if _, _, err := s.Apply(entries[:n]); err != nil {
-			b.Fatal(err)
-		}
-		entries = entries[n:]
-	}
+	applyLeafCreates(b, s, 1, benchKeys, path)
 	read := func(i int) {
 		v, err := s.Latest()
 		if err != nil {
@@ -417,4 +406,26 @@ func BenchmarkTreeNodeLatest(b *testing.B) {
 		read(i * 7919)
 		i++
 	}
+}
+
+// applyLeafCreates applies creates of n nodes of 256-byte values at path(i),
+// with ZooKeeper's open ACL as the bench tool's clients create them, in
+// groups of 256 from index+1 on, and returns the last index.
+func applyLeafCreates(tb testing.TB, s *Store, index uint64, n int, path func(int) []byte) uint64 {
+	tb.Helper()
+	value := bytes.Repeat([]byte("v"), 256)
+	openACL := []core.ACL{{Perms: core.PermAll, ID: core.ID{Scheme: "world", ID: "anyone"}}}
+	var entries []core.Entry
+	for i := range n {
+		index++
+		entries = append(entries, core.Entry{Index: index, Time: int64(index), Op: txnOf(core.TxnOp{Kind: core.OpCreate, Key: path(i), Value: value, Create: &core.CreateOptions{ACL: openACL}})})
+	}
+	for len(entries) > 0 {
+		k := min(len(entries), 256)
+		if _, _, err := s.Apply(entries[:k]); err != nil {
+			tb.Fatal(err)
+		}
+		entries = entries[k:]
+	}
+	return index
 }

@@ -307,24 +307,11 @@ func TestDefaultCacheHoldsAHotKeyspace(t *testing.T) {
 	defer s.Close()
 	const nodes = 20000
 	path := func(i int) []byte { return fmt.Appendf(nil, "/bench/1733600000/getData/%016d", i) }
-	value := bytes.Repeat([]byte("v"), 256)
-	openACL := []core.ACL{{Perms: core.PermAll, ID: core.ID{Scheme: "world", ID: "anyone"}}}
 	var index uint64
 	applyOne(t, s, &index, core.TxnOp{Kind: core.OpCreate, Key: []byte("/bench")})
 	applyOne(t, s, &index, core.TxnOp{Kind: core.OpCreate, Key: []byte("/bench/1733600000")})
 	applyOne(t, s, &index, core.TxnOp{Kind: core.OpCreate, Key: []byte("/bench/1733600000/getData")})
-	var entries []core.Entry
-	for i := range nodes {
-		index++
-		entries = append(entries, core.Entry{Index: index, Time: int64(index), Op: txnOf(core.TxnOp{Kind: core.OpCreate, Key: path(i), Value: value, Create: &core.CreateOptions{ACL: openACL}})})
-	}
-	for len(entries) > 0 {
-		n := min(len(entries), 512)
-		if _, _, err := s.Apply(entries[:n]); err != nil {
-			t.Fatal(err)
-		}
-		entries = entries[n:]
-	}
+	applyLeafCreates(t, s, index, nodes, path)
 	for pass := range 2 {
 		for i := range nodes {
 			v, err := s.Latest()
