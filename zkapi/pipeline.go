@@ -76,10 +76,7 @@ func (c *conn) readLoop(queue chan<- *request) {
 		c.countReceived(now)
 		req, more := c.prepare(frame, now)
 		if req != nil && c.answersInline(req) {
-			if !c.reply(req) {
-				return
-			}
-			if !more {
+			if !c.reply(req) || !more {
 				return
 			}
 			continue
