@@ -83,11 +83,15 @@ func TestPipelinedRequestsAnsweredInOrder(t *testing.T) {
 	deepest := path
 	get1 := &jute.GetDataResponse{}
 	set := &jute.SetDataResponse{}
+	plain := &jute.GetDataResponse{}
 	get2 := &jute.GetDataResponse{}
 	kids := &jute.GetChildrenResponse{}
 	reqs = append(reqs,
 		rawReq{jute.OpGetData, &jute.GetDataRequest{Path: deepest}, get1},
 		rawReq{jute.OpSetData, &jute.SetDataRequest{Path: deepest, Data: []byte("second"), Version: 0}, set},
+		// A plain read behind a write still waiting for its commit is
+		// the replier's, not the reader's to answer at once (answersInline).
+		rawReq{jute.OpGetData, &jute.GetDataRequest{Path: deepest}, plain},
 		rawReq{jute.OpGetData, &jute.GetDataRequest{Path: deepest, Watch: true}, get2},
 		rawReq{jute.OpDelete, &jute.DeleteRequest{Path: "/missing", Version: -1}, nil},               // refused: NoNode
 		rawReq{jute.OpCreate, &jute.CreateRequest{Path: "no-slash", ACL: []jute.ACL{worldAll}}, nil}, // refused before submitting
@@ -99,9 +103,9 @@ func TestPipelinedRequestsAnsweredInOrder(t *testing.T) {
 	for i, h := range hdrs {
 		want := jute.CodeOk
 		switch i {
-		case 23:
-			want = jute.CodeNoNode
 		case 24:
+			want = jute.CodeNoNode
+		case 25:
 			want = jute.CodeBadArguments
 		}
 		if h.Err != want {
@@ -121,6 +125,9 @@ func TestPipelinedRequestsAnsweredInOrder(t *testing.T) {
 	}
 	if len(get1.Data) != 1 || get1.Data[0] != 19 || get1.Stat.Version != 0 {
 		t.Errorf("read after create: %q %+v", get1.Data, get1.Stat)
+	}
+	if string(plain.Data) != "second" || plain.Stat.Version != 1 {
+		t.Errorf("plain read after setData: %q %+v", plain.Data, plain.Stat)
 	}
 	if string(get2.Data) != "second" || get2.Stat.Version != 1 || get2.Stat.Mzxid != set.Stat.Mzxid {
 		t.Errorf("read after setData: %q %+v, set %+v", get2.Data, get2.Stat, set.Stat)
