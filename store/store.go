@@ -119,8 +119,8 @@ type Store struct {
 	// nodeCache and dirCache hold latest records for Apply and for readers
 	// of the latest state; the applier moves them (see recordCache).
 	nodeCache, dirCache *recordCache
-	// writeback keeps the files Badger writes through memory maps from
-	// piling up dirty pages; nil where the system offers no way.
+	// writeback keeps the value log file Badger writes through a memory
+	// map from piling up dirty pages; nil where the system offers no way.
 	writeback *writeback
 
 	// appliedTs is the newest version of the applied index record. It is
