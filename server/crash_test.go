@@ -27,12 +27,17 @@ func init() {
 		fmt.Fprintln(os.Stderr, "child: open:", err)
 		os.Exit(2)
 	}
+	// Each round writes keys of its own: a key an earlier round had
+	// acknowledged, written again and committed just before this child's
+	// kill but never acknowledged, would hold a revision the parent never
+	// heard of.
+	round := os.Getenv("JANUS_CRASH_ROUND")
 	out := bufio.NewWriter(os.Stdout)
 	var mu sync.Mutex
 	for w := range 8 {
 		go func() {
 			for i := 0; ; i++ {
-				key := fmt.Sprintf("w%d/k%06d", w, i)
+				key := fmt.Sprintf("r%s/w%d/k%06d", round, w, i)
 				res, err := m.Propose(context.Background(), putOp(key, strings.Repeat("v", 100), 0))
 				if err != nil || res.Err != nil {
 					fmt.Fprintln(os.Stderr, "child: propose:", err, res)
@@ -57,7 +62,7 @@ func TestAcknowledgedWritesSurviveSIGKILL(t *testing.T) {
 	lastRev := int64(0)
 	for round := range 3 {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), "JANUS_CRASH_DIR="+dir)
+		cmd.Env = append(os.Environ(), "JANUS_CRASH_DIR="+dir, fmt.Sprintf("JANUS_CRASH_ROUND=%d", round))
 		cmd.Stderr = os.Stderr
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
