@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -121,7 +122,15 @@ func TestAcknowledgedWritesSurviveSIGKILL(t *testing.T) {
 func BenchmarkPropose(b *testing.B) {
 	for _, proposers := range []int{1, 16, 256} {
 		b.Run(fmt.Sprintf("proposers=%d", proposers), func(b *testing.B) {
-			m, err := OpenMember(MemberConfig{DataDir: b.TempDir()})
+			// The fault is asked at admission (once a proposal), at each
+			// turn of the protocol loop that takes proposals and before
+			// each group write: above one per proposal, fewer means more
+			// proposals were taken together.
+			var looks atomic.Int64
+			m, err := OpenMember(MemberConfig{DataDir: b.TempDir(), SpaceFault: func() error {
+				looks.Add(1)
+				return nil
+			}})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -149,6 +158,7 @@ func BenchmarkPropose(b *testing.B) {
 			close(next)
 			wg.Wait()
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "proposals/s")
+			b.ReportMetric(float64(looks.Load())/float64(b.N), "space-checks/op")
 		})
 	}
 }
