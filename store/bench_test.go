@@ -410,8 +410,8 @@ func BenchmarkTreeNodeLatest(b *testing.B) {
 
 // applyLeafCreates applies creates of n nodes of 256-byte values at path(i),
 // with ZooKeeper's open ACL as the bench tool's clients create them, in
-// groups of 256 from index+1 on, and returns the last index.
-func applyLeafCreates(tb testing.TB, s *Store, index uint64, n int, path func(int) []byte) uint64 {
+// groups of 256 from index+1 on.
+func applyLeafCreates(tb testing.TB, s *Store, index uint64, n int, path func(int) []byte) {
 	tb.Helper()
 	value := bytes.Repeat([]byte("v"), 256)
 	openACL := []core.ACL{{Perms: core.PermAll, ID: core.ID{Scheme: "world", ID: "anyone"}}}
@@ -427,5 +427,4 @@ func applyLeafCreates(tb testing.TB, s *Store, index uint64, n int, path func(in
 		}
 		entries = entries[k:]
 	}
-	return index
 }
